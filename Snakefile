@@ -1,0 +1,25 @@
+# scalestudy: the study DAG. Stages live in workflow/rules/*.smk; every rule is
+# a thin call of the `scalestudy` command. The config is validated against
+# config/schema.yaml before any job runs.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/collect.smk"
+include: "workflow/rules/fit.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        f"{OUT}/runs.parquet",
+        f"{OUT}/fits.parquet",
+        FIGURES,

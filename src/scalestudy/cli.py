@@ -1,0 +1,110 @@
+"""`scalestudy data|train|collect|fit|plot`: the commands the workflow rules call.
+
+Imports are lazy, so `fit` and `plot` never load torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .names import X_AXES
+
+
+def cmd_data(args) -> None:
+    from . import tasks
+
+    tasks.prepare(args.task, json.loads(args.config), args.out_dir)
+
+
+def cmd_train(args) -> None:
+    from .train import RunSpec, run
+
+    record = run(RunSpec.from_dict(json.loads(args.spec)), args.data_dir, args.run_dir)
+    print(f"{record['status']}: test_acc={record['test_acc']:.4f} "
+          f"steps={record['steps']} wall={record['wall_seconds']:.1f}s")
+
+
+def cmd_collect(args) -> None:
+    from .records import collect, write_frame
+
+    frame = collect(args.records)
+    write_frame(frame, args.out)
+    counts = frame["status"].value_counts().to_dict()
+    print(f"collected {len(frame)} runs into {args.out}: {counts}")
+
+
+def cmd_fit(args) -> None:
+    from .fits import fit_study, write_fits
+    from .records import read_records
+
+    fits = fit_study(
+        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed
+    )
+    write_fits(fits, args.out)
+    print(fits.to_string(index=False))
+
+
+def cmd_plot(args) -> None:
+    import pandas as pd
+
+    from .plots import plot_error_vs_compute
+    from .records import read_records
+
+    runs, fits = read_records(args.runs), pd.read_parquet(args.fits)
+    for path in plot_error_vs_compute(runs, fits, args.out_dir):
+        print(f"wrote {path}")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="scalestudy", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("data", help="prepare a task's split files")
+    p.add_argument("--task", required=True)
+    p.add_argument("--config", required=True, help="the task's config as JSON")
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("train", help="train one grid cell and write its run record")
+    p.add_argument("--spec", required=True, help="the run spec as JSON (train.RunSpec)")
+    p.add_argument("--data-dir", required=True, type=Path)
+    p.add_argument("--run-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("collect", help="validate run records into one runs.parquet")
+    p.add_argument("records", nargs="*", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("fit", help="fit power laws to a runs.parquet (or a cached study)")
+    p.add_argument("runs", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--x", default="compute", choices=X_AXES)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("plot", help="figures from runs.parquet and fits.parquet")
+    p.add_argument("runs", type=Path)
+    p.add_argument("fits", type=Path)
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_plot)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"scalestudy {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

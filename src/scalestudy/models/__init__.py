@@ -1,0 +1,54 @@
+"""The architecture registry and `build_backbone`, the one way to build a model.
+
+Every backbone class takes a `BackboneConfig`, maps token ids [B, T] plus a
+padding mask to a `BackboneOutput`, and has a static `config_for(size, **common)`
+that maps a named size to its own hyper-parameters.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .config import NORMS, BackboneConfig, BackboneOutput
+from .sizes import LADDER, SIZES, shape_for
+from .transformer import Transformer
+
+ARCHITECTURES: dict[str, type[nn.Module]] = {
+    "transformer": Transformer,
+}
+
+
+def backbone_class(arch: str) -> type[nn.Module]:
+    try:
+        return ARCHITECTURES[arch]
+    except KeyError:
+        accepted = ", ".join(ARCHITECTURES)
+        raise ValueError(f"arch: unknown {arch!r}, accepted values: {accepted}") from None
+
+
+def backbone_config(
+    arch: str, size: str, vocab_size: int, max_len: int, *,
+    causal: bool = False, norm: str = "pre", dropout: float = 0.0,
+) -> BackboneConfig:
+    cls = backbone_class(arch)
+    if causal and not cls.causal_ok:
+        raise ValueError(f"causal: {arch!r} has no causal mode")
+    return cls.config_for(
+        size, vocab_size=vocab_size, max_len=max_len, causal=causal, norm=norm, dropout=dropout
+    )
+
+
+def build_backbone(
+    arch: str, size: str, vocab_size: int, max_len: int, *,
+    causal: bool = False, norm: str = "pre", dropout: float = 0.0,
+) -> nn.Module:
+    cfg = backbone_config(
+        arch, size, vocab_size, max_len, causal=causal, norm=norm, dropout=dropout
+    )
+    return backbone_class(arch)(cfg)
+
+
+__all__ = [
+    "ARCHITECTURES", "NORMS", "LADDER", "SIZES", "BackboneConfig", "BackboneOutput",
+    "backbone_config", "build_backbone", "shape_for",
+]

@@ -1,0 +1,36 @@
+"""Task heads, separate from the backbones: a pooled classifier."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+POOLINGS = ("mean", "max", "first")
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """[B, T, D] states and [B, T] mask -> [B, D], ignoring padded positions."""
+    if how == "mean":
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+    if how == "max":
+        return hidden.masked_fill(~mask.unsqueeze(-1), torch.finfo(hidden.dtype).min).amax(1)
+    if how == "first":
+        return hidden[:, 0]
+    raise ValueError(f"pooling: got {how!r}, accepted values: {', '.join(POOLINGS)}")
+
+
+class ClassifierHead(nn.Module):
+    """Pool the sequence, then a one-hidden-layer MLP to class logits (as in LRA)."""
+
+    def __init__(self, width: int, n_classes: int, pooling: str = "mean"):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling: got {pooling!r}, accepted values: {', '.join(POOLINGS)}")
+        self.pooling = pooling
+        self.hidden = nn.Linear(width, width)
+        self.out = nn.Linear(width, n_classes)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.out(F.gelu(self.hidden(pool(hidden, mask, self.pooling))))

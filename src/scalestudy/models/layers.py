@@ -1,0 +1,122 @@
+"""Building blocks shared by the backbones: embeddings, attention, MLP, residual
+wrapper with pre-/post-/no LayerNorm, and the standard initialisation.
+
+Attention and MLP keep their projections as named `nn.Linear`s (query, key,
+value, out; up, down) because the Fixup priors rescale exactly those.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Embedding(nn.Module):
+    """Token embedding plus learned absolute position embedding."""
+
+    def __init__(self, vocab_size: int, max_len: int, width: int, dropout: float = 0.0):
+        super().__init__()
+        self.token = nn.Embedding(vocab_size, width)
+        self.position = nn.Embedding(max_len, width)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        return self.drop(self.token(tokens) + self.position(positions))
+
+
+def attention_mask(mask: torch.Tensor, causal: bool) -> torch.Tensor:
+    """[B, T] key-padding mask (True = real) -> [B, 1, T, T] boolean SDPA mask."""
+    allowed = mask[:, None, None, :]
+    if causal:
+        t = mask.shape[1]
+        allowed = allowed & torch.ones(t, t, dtype=torch.bool, device=mask.device).tril()
+    return allowed
+
+
+class SelfAttention(nn.Module):
+    """Multi-head scaled dot-product self-attention (Vaswani et al. 2017)."""
+
+    def __init__(self, width: int, heads: int, dropout: float = 0.0, causal: bool = False):
+        super().__init__()
+        self.heads, self.dropout, self.causal = heads, dropout, causal
+        self.query = nn.Linear(width, width)
+        self.key = nn.Linear(width, width)
+        self.value = nn.Linear(width, width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+
+        def split(proj: nn.Linear) -> torch.Tensor:
+            return proj(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+
+        y = F.scaled_dot_product_attention(
+            split(self.query),
+            split(self.key),
+            split(self.value),
+            attn_mask=attention_mask(mask, self.causal),
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+    def fixup_weights(self) -> list[torch.Tensor]:
+        """The weights the Fixup priors rescale: value and output projections."""
+        return [self.value.weight, self.out.weight]
+
+
+class FeedForward(nn.Module):
+    """Position-wise two-layer MLP."""
+
+    def __init__(self, width: int, d_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.up = nn.Linear(width, d_ff)
+        self.down = nn.Linear(d_ff, width)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.drop(F.gelu(self.up(x))))
+
+    def fixup_weights(self) -> list[torch.Tensor]:
+        """The weights the Fixup priors rescale: both MLP weights."""
+        return [self.up.weight, self.down.weight]
+
+
+def make_norm(norm: str, width: int) -> nn.Module:
+    return nn.LayerNorm(width) if norm != "none" else nn.Identity()
+
+
+class Residual(nn.Module):
+    """A residual branch with the LayerNorm placement of `norm`.
+
+    pre:  x + f(LN(x))      (Xiong et al. 2020; the default)
+    post: LN(x + f(x))      (Vaswani et al. 2017)
+    none: x + f(x)          (for the Fixup priors, which replace LayerNorm)
+    """
+
+    def __init__(self, branch: nn.Module, width: int, norm: str, dropout: float = 0.0):
+        super().__init__()
+        self.branch, self.placement = branch, norm
+        self.norm = make_norm(norm, width)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
+        if self.placement == "pre":
+            return x + self.drop(self.branch(self.norm(x), *args))
+        if self.placement == "post":
+            return self.norm(x + self.drop(self.branch(x, *args)))
+        return x + self.drop(self.branch(x, *args))
+
+
+def standard_init(module: nn.Module, std: float = 0.02) -> None:
+    """The default initialisation (BERT/GPT-2 style), applied with `model.apply`."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=std)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)

@@ -1,0 +1,57 @@
+"""The vanilla Transformer encoder (Vaswani et al. 2017, "Attention Is All You
+Need"), in the pre-LN placement of Xiong et al. 2020 by default.
+
+Faithful: multi-head self-attention and a GELU MLP in residual branches, learned
+absolute positions, a final LayerNorm for pre-LN. Simplified: no relative
+position buckets (T5 uses them; Tay et al. 2022 trained T5-style models).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .config import BackboneConfig, BackboneOutput
+from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .sizes import shape_for
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        attention = SelfAttention(cfg.width, cfg.heads, cfg.dropout, cfg.causal)
+        self.attention = Residual(attention, cfg.width, cfg.norm, cfg.dropout)
+        mlp = FeedForward(cfg.width, cfg.d_ff, cfg.dropout)
+        self.mlp = Residual(mlp, cfg.width, cfg.norm, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.attention(x, mask))
+
+
+class Transformer(nn.Module):
+    """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
+
+    causal_ok = True
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.depth))
+        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
+        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.apply(standard_init)
+
+    @staticmethod
+    def config_for(size: str, **common) -> BackboneConfig:
+        shape = shape_for(size)
+        return BackboneConfig(
+            arch="transformer", depth=shape.depth, width=shape.width, heads=shape.heads,
+            d_ff=shape.d_ff, **common,
+        )
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, mask)
+        return BackboneOutput(self.final_norm(x), mask)

@@ -1,0 +1,14 @@
+"""The study's vocabulary: the accepted names of every grid dimension.
+
+Kept free of torch so that config validation, records and figures can use it on
+an analysis-only install. The model and prior registries are checked against
+these tuples by the tests, and config/schema.yaml lists the same names.
+"""
+
+ARCHITECTURES = ("transformer",)
+PRIORS = ("random",)
+TASKS = ("listops",)
+STAGES = ("upstream", "spt", "finetune", "scratch")
+STATUSES = ("ok", "diverged", "failed")
+NORMS = ("pre", "post", "none")
+X_AXES = ("compute", "params", "flops_per_token")

@@ -1,0 +1,151 @@
+"""The run record: one Parquet row per finished run (the DESIGN contract).
+
+Written atomically (temporary file + rename) only once a run has ended, so a
+record on disk is always whole. Reading validates columns, types and the
+categorical fields, and names the offending file and field on failure.
+Torch-free: analysis machines read records without it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .names import STAGES, STATUSES
+
+SCHEMA_VERSION = 1
+
+SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int64()),
+        ("study", pa.string()),
+        ("task", pa.string()),
+        ("arch", pa.string()),
+        ("size", pa.string()),
+        ("prior", pa.string()),
+        ("seed", pa.int64()),
+        ("stage", pa.string()),
+        ("status", pa.string()),
+        ("diverged_step", pa.int64()),  # null unless status == "diverged"
+        ("error", pa.string()),  # the exception when status == "failed"
+        ("n_params", pa.int64()),
+        ("n_params_nonembed", pa.int64()),
+        ("flops_per_step", pa.float64()),
+        ("train_flops", pa.float64()),
+        ("pretrain_flops", pa.float64()),
+        ("steps", pa.int64()),
+        ("tokens_seen", pa.int64()),
+        ("batch_size", pa.int64()),
+        ("seq_len", pa.int64()),
+        ("depth", pa.int64()),
+        ("width", pa.int64()),
+        ("heads", pa.int64()),
+        ("d_ff", pa.int64()),
+        ("lr", pa.float64()),
+        ("warmup_steps", pa.int64()),
+        ("norm", pa.string()),
+        ("train_loss", pa.float64()),
+        ("val_loss", pa.float64()),
+        ("val_acc", pa.float64()),
+        ("test_acc", pa.float64()),
+        ("upstream_loss", pa.float64()),
+        ("wall_seconds", pa.float64()),
+        ("tokens_per_second", pa.float64()),
+        ("device", pa.string()),
+        ("precision", pa.string()),
+        ("torch_version", pa.string()),
+        ("package_version", pa.string()),
+        ("git_rev", pa.string()),
+        ("config_hash", pa.string()),
+    ]
+)
+
+CATEGORIES = {"stage": STAGES, "status": STATUSES}
+
+
+class RecordError(ValueError):
+    """A file that is not a valid run record."""
+
+
+def _check(table: pa.Table, source: str) -> pa.Table:
+    missing = [name for name in SCHEMA.names if name not in table.column_names]
+    if missing:
+        raise RecordError(f"{source}: not a scalestudy run record: missing columns {missing}")
+    try:
+        table = table.select(SCHEMA.names).cast(SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise RecordError(
+            f"{source}: column types do not match the run-record schema: {err}"
+        ) from None
+    versions = set(table.column("schema_version").to_pylist())
+    if versions != {SCHEMA_VERSION}:
+        raise RecordError(
+            f"{source}: schema_version {sorted(versions)}, this scalestudy reads {SCHEMA_VERSION}"
+        )
+    for field, accepted in CATEGORIES.items():
+        bad = set(table.column(field).to_pylist()) - set(accepted)
+        if bad:
+            raise RecordError(
+                f"{source}: {field} {sorted(map(str, bad))} not among accepted values: "
+                f"{', '.join(accepted)}"
+            )
+    return table
+
+
+def validate(row: dict) -> pa.Table:
+    """One record dict -> a one-row table; unknown or missing fields raise."""
+    unknown = set(row) - set(SCHEMA.names)
+    if unknown:
+        raise RecordError(f"record: unknown fields {sorted(unknown)}")
+    row = {"schema_version": SCHEMA_VERSION, **row}
+    missing = [name for name in SCHEMA.names if name not in row]
+    if missing:
+        raise RecordError(f"record: missing fields {missing}")
+    return _check(pa.Table.from_pylist([row], schema=SCHEMA), "record")
+
+
+def write_atomic(table: pa.Table, path: Path) -> None:
+    """Write Parquet to a temporary file beside `path`, then rename over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(row: dict, path: Path) -> None:
+    write_atomic(validate(row), path)
+
+
+def read_records(path: Path) -> pd.DataFrame:
+    """Read a record or a collection of records, validated."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise RecordError(f"{path}: not a readable Parquet file: {err}") from None
+    return _check(table, str(path)).to_pandas()
+
+
+def collect(paths: Iterable[Path]) -> pd.DataFrame:
+    """Concatenate records (each validated) into one frame."""
+    frames = [read_records(p) for p in paths]
+    if not frames:
+        return SCHEMA.empty_table().to_pandas()
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> None:
+    """Write a frame of records atomically, checked against the schema."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    write_atomic(_check(table, str(path)), path)

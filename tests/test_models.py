@@ -1,0 +1,50 @@
+"""Properties every registered backbone must have (see model_checks.py)."""
+
+import pytest
+import torch
+
+from scalestudy.flops import count_params
+from scalestudy.models import ARCHITECTURES, SIZES, build_backbone
+
+from model_checks import ALL_CHECKS, check_causal, nonembed_params
+
+ARCHS = sorted(ARCHITECTURES)
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_backbone_property(arch, check):
+    check(ARCHITECTURES[arch])
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS if ARCHITECTURES[a].causal_ok])
+def test_causal_mode_does_not_see_the_future(arch):
+    check_causal(ARCHITECTURES[arch])
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS if not ARCHITECTURES[a].causal_ok])
+def test_no_causal_mode_is_refused(arch):
+    with pytest.raises(ValueError, match="causal"):
+        build_backbone(arch, "xxs", 17, 16, causal=True)
+
+
+def test_vanilla_ladder_grows():
+    counts = [nonembed_params(ARCHITECTURES["transformer"], size) for size in SIZES]
+    assert counts == sorted(counts)
+    assert 5e3 < counts[0] < 3e4  # xxs: about 1e4
+    assert 5e5 < counts[SIZES.index("l")] < 2e6  # l: about 1e6
+
+
+def test_unknown_arch_and_size_name_the_accepted_values():
+    with pytest.raises(ValueError, match="arch: unknown 'nope', accepted values: .*transformer"):
+        build_backbone("nope", "xs", 17, 16)
+    with pytest.raises(ValueError, match="size: unknown 'huge', accepted values: xxs"):
+        build_backbone("transformer", "huge", 17, 16)
+
+
+def test_count_params_excludes_embeddings():
+    model = build_backbone("transformer", "xs", 17, 16)
+    total, nonembed = count_params(model)
+    assert total - nonembed == 17 * 32 + 16 * 32
+    assert total == sum(p.numel() for p in model.parameters())
+    assert all(torch.isfinite(p).all() for p in model.parameters())

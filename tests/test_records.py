@@ -1,0 +1,76 @@
+"""The run-record contract: round trip, atomic writes, clear errors."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from scalestudy import records
+
+
+def example_row(**changes):
+    row = {name: 0 for name in records.SCHEMA.names if name != "schema_version"}
+    row.update(
+        study="t", task="listops", arch="transformer", size="xs", prior="random", seed=1,
+        stage="scratch", status="ok", diverged_step=None, error="", norm="pre",
+        device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
+        git_rev="abc", config_hash="h", test_acc=0.5, upstream_loss=math.nan,
+    )
+    row.update(changes)
+    return row
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "run" / "record.parquet"
+    records.write_record(example_row(), path)
+    frame = records.read_records(path)
+    assert len(frame) == 1
+    assert frame.loc[0, "arch"] == "transformer" and frame.loc[0, "seed"] == 1
+    assert frame.loc[0, "schema_version"] == records.SCHEMA_VERSION
+    assert math.isnan(frame.loc[0, "upstream_loss"])
+    assert list(tmp_path.joinpath("run").iterdir()) == [path]  # no temp file left
+
+
+def test_collect_concatenates_and_validates(tmp_path):
+    paths = []
+    for seed in range(3):
+        paths.append(tmp_path / f"{seed}.parquet")
+        records.write_record(example_row(seed=seed), paths[-1])
+    frame = records.collect(paths)
+    assert sorted(frame["seed"]) == [0, 1, 2]
+    records.write_frame(frame, tmp_path / "runs.parquet")
+    assert len(records.read_records(tmp_path / "runs.parquet")) == 3
+
+
+def test_bad_rows_are_refused_before_writing(tmp_path):
+    path = tmp_path / "record.parquet"
+    bad_status = "status .*'done'.* accepted values: ok, diverged"
+    with pytest.raises(records.RecordError, match=bad_status):
+        records.write_record(example_row(status="done"), path)
+    with pytest.raises(records.RecordError, match="unknown fields"):
+        records.write_record(example_row(colour="red"), path)
+    row = example_row()
+    del row["test_acc"]
+    with pytest.raises(records.RecordError, match="missing fields"):
+        records.write_record(row, path)
+    assert not path.exists()
+
+
+def test_corrupt_and_foreign_files_are_named(tmp_path):
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"not parquet at all")
+    with pytest.raises(records.RecordError, match="corrupt.parquet: not a readable Parquet"):
+        records.read_records(corrupt)
+    foreign = tmp_path / "foreign.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(foreign)
+    with pytest.raises(records.RecordError, match="foreign.parquet: not a scalestudy run record"):
+        records.collect([foreign])
+
+
+def test_analysis_modules_import_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, scalestudy.records, scalestudy.fits, scalestudy.plots, "
+            "scalestudy.cli; assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,79 @@
+"""The workflow, run for real through `snakemake` in a temporary directory."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    for name in ("Snakefile", "workflow", "config"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    return tmp_path
+
+
+def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
+    done = snakemake(workdir, "--configfile", "config/studies/smoke.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = workdir / "results/smoke"
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert len(runs) == 3 and set(runs["status"]) == {"ok"}
+    assert set(runs["size"]) == {"xxs", "xs", "s"}
+    fits = pd.read_parquet(out / "fits.parquet")
+    assert fits.loc[0, "metric"] == "alpha_D" and fits.loc[0, "n_sizes"] == 3
+    assert fits.loc[0, "status"] == "ok"
+    for ext in ("png", "pdf"):
+        assert (out / f"figures/error_vs_compute.{ext}").stat().st_size > 1000
+    for size in ("xxs", "xs", "s"):
+        run_dir = out / f"runs/listops/transformer/{size}/random/s0"
+        assert {"record.parquet", "metrics.csv", "last.ckpt"} <= {p.name for p in run_dir.iterdir()}
+        assert (out / f"logs/train/listops/transformer/{size}/random/s0.log").exists()
+
+    again = snakemake(workdir, "-n", "--configfile", "config/studies/smoke.yaml")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
+    done = snakemake(workdir, "-n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "train" in done.stdout and "total" in done.stdout
+    assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer'"),
+        ("grid: {priors: [magic]}", r"'magic' is not one of \['random'"),
+        ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
+        ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),
+        ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),
+        ("train: {epochs: 3}", r"'epochs' was unexpected"),
+        ("colour: red", r"'colour' was unexpected"),
+    ],
+)
+def test_bad_config_stops_before_any_job(workdir, bad, message):
+    (workdir / "bad.yaml").write_text(bad + "\n")
+    done = snakemake(workdir, "--configfile", "bad.yaml")
+    assert done.returncode != 0
+    import re
+
+    assert re.search(message, done.stderr + done.stdout), done.stderr[-2000:]
+    assert not (workdir / "results").exists()

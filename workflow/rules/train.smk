@@ -1,0 +1,21 @@
+# Train one grid cell; the run record is written last, atomically.
+
+
+rule train:
+    input:
+        rules.task_data.output,
+    output:
+        record=f"{RUN_DIR}/record.parquet",
+    params:
+        spec=run_spec,
+        data_dir=lambda wc: f"{OUT}/data/{wc.task}",
+        run_dir=lambda wc, output: os.path.dirname(output.record),
+    log:
+        f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
+    threads: config["trainer"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    shell:
+        "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir}"
+        " --run-dir {params.run_dir} > {log} 2>&1"
