@@ -48,3 +48,47 @@ def test_count_params_excludes_embeddings():
     assert total - nonembed == 17 * 32 + 16 * 32
     assert total == sum(p.numel() for p in model.parameters())
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_registry_schema_and_names_agree():
+    from pathlib import Path
+
+    import yaml
+
+    from scalestudy import names
+
+    assert tuple(ARCHITECTURES) == names.ARCHITECTURES
+    schema = yaml.safe_load((Path(__file__).parents[1] / "config/schema.yaml").read_text())
+    grid = schema["properties"]["grid"]["properties"]
+    assert tuple(grid["archs"]["items"]["enum"]) == names.ARCHITECTURES
+    assert tuple(grid["priors"]["items"]["enum"]) == names.PRIORS
+    assert tuple(grid["tasks"]["items"]["enum"]) == names.TASKS
+    assert tuple(grid["sizes"]["items"]["enum"]) == SIZES
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_nonembedding_params_track_the_vanilla_ladder(arch):
+    """Within 25% of vanilla at every size; the weight-sharing models
+    (universal, albert) match compute instead: one block's parameters."""
+    cls = ARCHITECTURES[arch]
+    for size in SIZES:
+        ratio = nonembed_params(cls, size) / nonembed_params(ARCHITECTURES["transformer"], size)
+        if arch in ("universal", "albert"):
+            depth = cls.config_for(size, vocab_size=17, max_len=16).depth
+            assert 0.9 / depth < ratio < 1.15 / depth, (size, ratio)
+        else:
+            assert 0.75 < ratio < 1.25, (size, ratio)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_counted_flops_are_positive_and_grow_with_size(arch):
+    from model_checks import batch, build
+
+    from scalestudy.flops import count_flops
+
+    flops = []
+    for size in ("xxs", "xs", "s"):
+        model = build(ARCHITECTURES[arch], size).train()
+        tokens, mask = batch()
+        flops.append(count_flops(lambda m=model: m(tokens, mask).hidden.sum().backward()))
+    assert 0 < flops[0] < flops[1] < flops[2], flops

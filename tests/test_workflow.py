@@ -60,7 +60,7 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
 @pytest.mark.parametrize(
     "bad, message",
     [
-        ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer'"),
+        ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer', 'glu'"),
         ("grid: {priors: [magic]}", r"'magic' is not one of \['random'"),
         ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
         ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),

@@ -5,7 +5,10 @@ an analysis-only install. The model and prior registries are checked against
 these tuples by the tests, and config/schema.yaml lists the same names.
 """
 
-ARCHITECTURES = ("transformer",)
+ARCHITECTURES = (
+    "transformer", "glu", "mos", "evolved", "universal", "switch", "performer", "funnel",
+    "albert", "mixer", "lconv", "dconv", "s4",
+)
 PRIORS = ("random",)
 TASKS = ("listops",)
 STAGES = ("upstream", "spt", "finetune", "scratch")

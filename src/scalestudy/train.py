@@ -149,9 +149,21 @@ class Classifier(L.LightningModule):
         self.test_acc(logits, labels)
         self.log("test_acc", self.test_acc)
 
+    def parameter_groups(self) -> list[dict]:
+        """One AdamW group, plus the S4 papers' group for state-space A and dt:
+        their own (smaller) learning rate and no weight decay."""
+        special = getattr(self.backbone, "ssm_parameters", dict)()
+        if not special:
+            return [{"params": list(self.parameters())}]
+        ids = {id(p) for p in special.values()}
+        rest = [p for p in self.parameters() if id(p) not in ids]
+        lr = min(self.cfg.lr, self.backbone.cfg.extra["ssm_lr"])
+        return [{"params": rest}, {"params": list(special.values()), "lr": lr, "weight_decay": 0.0}]
+
     def configure_optimizers(self):
         cfg = self.cfg
-        optimizer = torch.optim.AdamW(self.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(self.parameter_groups(), lr=cfg.lr,
+                                      weight_decay=cfg.weight_decay)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, warmup_cosine(cfg.warmup_steps, cfg.max_steps)
         )
@@ -196,7 +208,7 @@ def build_model(spec: RunSpec, data: tasks.TaskData) -> Classifier:
         spec.arch, spec.size, len(data.vocab), data.seq_len, norm=cfg.norm, dropout=cfg.dropout
     )
     backbone = backbone_class(spec.arch)(bcfg)
-    head = ClassifierHead(bcfg.width, data.n_classes, cfg.pooling)
+    head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
     return Classifier(backbone, head, cfg, data.n_classes, data.pad_id)
 
 

@@ -11,10 +11,34 @@ from torch import nn
 
 from .config import NORMS, BackboneConfig, BackboneOutput
 from .sizes import LADDER, SIZES, shape_for
+from .albert import Albert
+from .convolutions import DynamicConv, LightConv
+from .evolved import EvolvedTransformer
+from .funnel import Funnel
+from .glu import GLUTransformer
+from .mixer import Mixer
+from .mos import MoSTransformer
+from .performer import Performer
+from .s4 import S4
+from .switch import SwitchTransformer
 from .transformer import Transformer
+from .universal import UniversalTransformer
 
+# In the order of names.ARCHITECTURES (figures keep one colour per name).
 ARCHITECTURES: dict[str, type[nn.Module]] = {
     "transformer": Transformer,
+    "glu": GLUTransformer,
+    "mos": MoSTransformer,
+    "evolved": EvolvedTransformer,
+    "universal": UniversalTransformer,
+    "switch": SwitchTransformer,
+    "performer": Performer,
+    "funnel": Funnel,
+    "albert": Albert,
+    "mixer": Mixer,
+    "lconv": LightConv,
+    "dconv": DynamicConv,
+    "s4": S4,
 }
 
 

@@ -1,10 +1,17 @@
-"""Task heads, separate from the backbones: a pooled classifier."""
+"""Task heads, separate from the backbones: a pooled classifier.
+
+A backbone whose class declares `output = "mos"` gets a mixture-of-softmaxes
+output layer (models/mos.py) instead of a linear one; it returns
+log-probabilities, which cross-entropy and argmax take as logits unchanged.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .mos import MixtureOfSoftmaxes
 
 POOLINGS = ("mean", "max", "first")
 
@@ -21,16 +28,24 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
     raise ValueError(f"pooling: got {how!r}, accepted values: {', '.join(POOLINGS)}")
 
 
-class ClassifierHead(nn.Module):
-    """Pool the sequence, then a one-hidden-layer MLP to class logits (as in LRA)."""
+def output_layer(backbone: nn.Module, n_out: int) -> nn.Module:
+    """The output layer a backbone asks for: linear, or mixture of softmaxes."""
+    width = backbone.cfg.width
+    if getattr(backbone, "output", "linear") == "mos":
+        return MixtureOfSoftmaxes(width, n_out, backbone.cfg.extra["mos_components"])
+    return nn.Linear(width, n_out)
 
-    def __init__(self, width: int, n_classes: int, pooling: str = "mean"):
+
+class ClassifierHead(nn.Module):
+    """Pool the sequence, then a one-hidden-layer MLP to class scores (as in LRA)."""
+
+    def __init__(self, backbone: nn.Module, n_classes: int, pooling: str = "mean"):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling: got {pooling!r}, accepted values: {', '.join(POOLINGS)}")
         self.pooling = pooling
-        self.hidden = nn.Linear(width, width)
-        self.out = nn.Linear(width, n_classes)
+        self.hidden = nn.Linear(backbone.cfg.width, backbone.cfg.width)
+        self.out = output_layer(backbone, n_classes)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.out(F.gelu(self.hidden(pool(hidden, mask, self.pooling))))

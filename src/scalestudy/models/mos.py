@@ -1,0 +1,68 @@
+"""Mixture-of-softmaxes output (Yang et al. 2018, "Breaking the Softmax
+Bottleneck"), the MoS-Transformer of Tay et al. 2022.
+
+The mechanism is an output layer, so it lives with the heads: the backbone
+`MoSTransformer` is the vanilla encoder body unchanged, and only announces
+`output = "mos"` and `cfg.extra["mos_components"]` so that the heads put a
+`MixtureOfSoftmaxes` on their token-prediction or class output. Its
+non-embedding parameters are therefore exactly the vanilla transformer's; the
+MoS layer's own parameters are counted with the head. A causal mode exists (the
+body is the vanilla one).
+
+Faithful: P(y | h) = sum_k pi_k softmax(W h_k), h_k = tanh(P_k h),
+pi = softmax(Q h), with the decoder W shared across the K components as in the
+paper; computed in log space with logsumexp. Simplified: the paper also has
+dropout on the latent h_k (here `dropout`, default 0) and ties W to the input
+embedding; a head that wants tying can assign `mos.decoder.weight`.
+
+Fixup mapping: the body's (attention value/output, both MLP weights); the MoS
+layer is not a residual branch, so it has none.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import BackboneConfig
+from .layers import standard_init
+from .sizes import shape_for
+from .transformer import Transformer
+
+
+class MixtureOfSoftmaxes(nn.Module):
+    """Hidden [..., D] -> log-probabilities [..., n_out] of a K-component MoS."""
+
+    def __init__(self, width: int, n_out: int, n_components: int = 4, dropout: float = 0.0):
+        super().__init__()
+        self.n_components, self.width = n_components, width
+        self.prior = nn.Linear(width, n_components, bias=False)  # Q
+        self.latent = nn.Linear(width, n_components * width)  # P_1 .. P_K, stacked
+        self.decoder = nn.Linear(width, n_out)  # W, shared by the components
+        self.drop = nn.Dropout(dropout)
+        self.apply(standard_init)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        log_prior = F.log_softmax(self.prior(hidden), dim=-1)  # [..., K]
+        latent = torch.tanh(self.latent(hidden))
+        latent = self.drop(latent.unflatten(-1, (self.n_components, self.width)))  # [..., K, D]
+        log_component = F.log_softmax(self.decoder(latent), dim=-1)  # [..., K, n_out]
+        # log sum_k pi_k p_k, without leaving log space.
+        return torch.logsumexp(log_prior.unsqueeze(-1) + log_component, dim=-2)
+
+
+class MoSTransformer(Transformer):
+    """The vanilla encoder body; the heads add the MoS output (see module doc)."""
+
+    causal_ok = True
+    output = "mos"
+
+    @staticmethod
+    def config_for(size: str, **common) -> BackboneConfig:
+        shape = shape_for(size)
+        extra = {"mos_components": 4, **common.pop("extra", {})}
+        return BackboneConfig(
+            arch="mos", depth=shape.depth, width=shape.width, heads=shape.heads,
+            d_ff=shape.d_ff, extra=extra, **common,
+        )

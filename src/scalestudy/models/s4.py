@@ -1,0 +1,212 @@
+"""S4D, the diagonal structured state-space model (Gu et al. 2022, "On the
+Parameterization and Initialization of Diagonal State Space Models"), in the
+spirit of the minimal S4D layer of the state-spaces/s4 repository
+(models/s4/s4d.py).
+
+Each of the D channels is an independent linear state-space model with N/2
+complex modes (N = `extra["d_state"]`, default min(64, D)); the other N/2 are
+their complex conjugates, which the factor 2 in the kernel accounts for:
+
+    A_n = -exp(log_A_real_n) + i A_imag_n     S4D-Lin init: A_n = -1/2 + i pi n
+    dt  = exp(log_dt),  log_dt ~ U[log dt_min, log dt_max]  (1e-3, 1e-1)
+    zero-order hold:  Abar_n = exp(dt A_n),  Bbar_n = (exp(dt A_n) - 1) / A_n  (B = 1)
+    K_l = 2 Re( sum_n C_n Bbar_n Abar_n^l ),  l = 0 .. T-1
+
+and y = K * u + D u, computed as an FFT convolution of length 2T (no circular
+wrap-around). It equals the recurrence x_k = Abar x_{k-1} + Bbar u_k,
+y_k = 2 Re(C x_k) + D u_k (see tests). The layer then applies GELU, dropout
+and the output projection D -> 2D with GLU, as in the minimal S4D.
+
+Encoders are bidirectional as in the repository's `bidirectional=True`: two
+kernels (two C's, shared A and dt), the second run over the reversed sequence;
+the two outputs are *summed* (the second placed on strictly later positions,
+so together with D u every position is seen once). Causal mode uses only the
+forward kernel. Padded positions are zeroed before the convolution.
+
+Each block is an S4D residual branch followed by the vanilla position-wise FFN
+branch, norm per cfg.norm. The repository's example model stacks S4D layers
+without an FFN; we keep the FFN so the vanilla depth and width are kept and
+`config_for` matches the non-embedding parameter count by adjusting the FFN
+width (an S4D layer has about 2D^2 + 3DN weights against attention's 4D^2).
+Within 1% at every ladder size.
+
+Faithful: S4D-Lin init, ZOH discretisation, the kernel formula, complex C ~
+N(0, 1), real D ~ N(0, 1), GELU + GLU output, bidirectional kernels.
+Simplified: no position embedding is needed or used; plain (not tied) dropout;
+LayerNorm per cfg.norm (the repository often uses post-norm or BatchNorm).
+
+Optimiser: the S4 papers train A and dt with lr 1e-3 and no weight decay
+(`extra["ssm_lr"]`). `S4.ssm_parameters()` returns those parameters by name
+(`...log_dt`, `...log_A_real`, `...A_imag`) so the optimiser can put them in
+their own group; nothing here enforces it.
+
+`fixup_weights` of the S4D branch returns its output projection (there is no
+input projection); the FFN returns both of its weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import BackboneConfig, BackboneOutput
+from .layers import FeedForward, Residual, make_norm, standard_init
+from .sizes import shape_for
+
+SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
+
+
+class S4DKernel(nn.Module):
+    """The convolution kernels [channels, D, L] of D diagonal SSMs."""
+
+    def __init__(self, width: int, d_state: int, channels: int, dt_min: float, dt_max: float):
+        super().__init__()
+        if d_state % 2:
+            raise ValueError(f"d_state: got {d_state}, must be even (conjugate pairs)")
+        self.dt_min, self.dt_max = dt_min, dt_max
+        modes = d_state // 2
+        self.log_dt = nn.Parameter(torch.empty(width))
+        self.log_A_real = nn.Parameter(torch.empty(width, modes))
+        self.A_imag = nn.Parameter(torch.empty(width, modes))
+        # Complex C stored as (real, imag) pairs so optimisers and state dicts stay real.
+        self.C = nn.Parameter(torch.empty(channels, width, modes, 2))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        low, high = math.log(self.dt_min), math.log(self.dt_max)
+        self.log_dt.uniform_(low, high)
+        self.log_A_real.fill_(math.log(0.5))  # Re A = -1/2
+        n = torch.arange(self.A_imag.shape[1], dtype=self.A_imag.dtype, device=self.A_imag.device)
+        self.A_imag.copy_(math.pi * n.expand_as(self.A_imag))  # Im A = pi n
+        self.C.normal_(0.0, math.sqrt(0.5))  # complex standard normal
+
+    def discretised(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(dt A [D, N/2], Abar [D, N/2], Bbar [D, N/2], C [channels, D, N/2]), complex.
+
+        Computed in at least float32: complex exponentials and FFTs have no
+        half-precision kernels, and the kernel needs the precision anyway.
+        """
+        real = torch.promote_types(self.log_dt.dtype, torch.float32)
+        dt = self.log_dt.to(real).exp().unsqueeze(-1)
+        a = -self.log_A_real.to(real).exp() + 1j * self.A_imag.to(real)
+        dt_a = a * dt
+        c = torch.view_as_complex(self.C.to(real))
+        return dt_a, dt_a.exp(), (dt_a.exp() - 1.0) / a, c
+
+    def forward(self, length: int) -> torch.Tensor:
+        dt_a, _, b_bar, c = self.discretised()
+        steps = torch.arange(length, device=dt_a.device, dtype=dt_a.real.dtype)
+        powers = (dt_a.unsqueeze(-1) * steps).exp()  # Abar^l: [D, N/2, L]
+        return 2 * torch.einsum("cdn,dnl->cdl", c * b_bar, powers).real
+
+
+class S4DLayer(nn.Module):
+    """SSM convolution (+ D skip), GELU, dropout, output projection with GLU."""
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.bidirectional = not cfg.causal
+        self.kernel = S4DKernel(
+            cfg.width, cfg.extra["d_state"], 2 if self.bidirectional else 1,
+            cfg.extra["dt_min"], cfg.extra["dt_max"],
+        )
+        self.D = nn.Parameter(torch.empty(cfg.width))
+        self.drop = nn.Dropout(cfg.dropout)
+        self.output = nn.Linear(cfg.width, 2 * cfg.width)
+
+    def ssm(self, u: torch.Tensor) -> torch.Tensor:
+        """[B, T, D] -> [B, T, D]: y = K * u + D u by FFT convolution of length 2T."""
+        t, dtype = u.shape[1], u.dtype
+        u = u.to(torch.promote_types(dtype, torch.float32))
+        k = self.kernel(t)  # [channels, D, T]
+        if self.bidirectional:
+            # Forward kernel on lags 0..T-1, reversed kernel on lags -1..-(T-1) (wrapped).
+            k = F.pad(k[0], (0, t)) + F.pad(k[1].flip(-1), (t, 0))
+        else:
+            k = k[0]
+        u_t = u.transpose(1, 2)  # [B, D, T]
+        y = torch.fft.irfft(torch.fft.rfft(u_t, n=2 * t) * torch.fft.rfft(k, n=2 * t), n=2 * t)
+        y = y[..., :t] + u_t * self.D.unsqueeze(-1).to(u.dtype)
+        return y.transpose(1, 2).to(dtype)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # Zero padded positions so they cannot leak into real ones.
+        x = x * mask.unsqueeze(-1).to(x.dtype)
+        y = self.drop(F.gelu(self.ssm(x)))
+        return F.glu(self.output(y), dim=-1)
+
+    def fixup_weights(self) -> list[torch.Tensor]:
+        """The weights the Fixup priors rescale: the output projection."""
+        return [self.output.weight]
+
+
+class S4Block(nn.Module):
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.ssm = Residual(S4DLayer(cfg), cfg.width, cfg.norm, cfg.dropout)
+        ffn = FeedForward(cfg.width, cfg.d_ff, cfg.dropout)
+        self.mlp = Residual(ffn, cfg.width, cfg.norm, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.ssm(x, mask))
+
+
+def init_weights(module: nn.Module) -> None:
+    standard_init(module)
+    if isinstance(module, S4DKernel):
+        module.reset_parameters()
+    elif isinstance(module, S4DLayer):
+        nn.init.normal_(module.D)
+
+
+def s4d_layer_params(width: int, d_state: int, channels: int) -> int:
+    # C: channels * D * N reals; A: D * N reals; dt, D skip; output D -> 2D.
+    return width * d_state * (channels + 1) + 2 * width + 2 * width * width + 2 * width
+
+
+class S4(nn.Module):
+    """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
+
+    causal_ok = True
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.width)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(S4Block(cfg) for _ in range(cfg.depth))
+        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
+        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.apply(init_weights)
+
+    @staticmethod
+    def config_for(size: str, **common) -> BackboneConfig:
+        shape = shape_for(size)
+        d = shape.width
+        d_state = min(64, d)
+        channels = 1 if common.get("causal", False) else 2
+        # Spend what attention would have had (4D^2 + 4D) minus the S4D layer on the FFN.
+        spare = 4 * d * d + 4 * d - s4d_layer_params(d, d_state, channels)
+        d_ff = max(1, shape.d_ff + round(spare / (2 * d + 1)))
+        extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3}
+        return BackboneConfig(
+            arch="s4", depth=shape.depth, width=d, heads=shape.heads, d_ff=d_ff,
+            extra=extra, **common,
+        )
+
+    def ssm_parameters(self) -> dict[str, nn.Parameter]:
+        """The A and dt parameters by name, for their own optimiser group
+        (lr `cfg.extra["ssm_lr"]`, no weight decay, as in the S4 papers)."""
+        return {
+            name: p for name, p in self.named_parameters()
+            if name.rsplit(".", 1)[-1] in SSM_PARAMETER_NAMES
+        }
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
+        x = self.drop(self.embed(tokens))
+        for block in self.blocks:
+            x = block(x, mask)
+        return BackboneOutput(self.final_norm(x), mask)

@@ -1,0 +1,155 @@
+"""Switch Transformer (Fedus et al. 2021, "Switch Transformers: Scaling to Trillion
+Parameter Models with Simple and Efficient Sparsity").
+
+Each block's feed-forward is a mixture of experts with top-1 ("switch") routing:
+a linear router (computed in float32) picks one expert per token, the chosen
+expert's output is multiplied by the router probability, and each expert takes
+at most capacity = ceil(capacity_factor * tokens / experts) tokens; overflow
+tokens get no FFN output, so they pass through the residual unchanged. The
+load-balancing loss alpha * E * sum_i f_i P_i (f_i: fraction of tokens sent to
+expert i, P_i: mean router probability of expert i) is summed over layers and
+returned as `BackboneOutput.aux_loss`. Padding positions are neither routed nor
+counted in `tokens`, f or P.
+
+Faithful: top-1 routing, capacity with dropped tokens, probability-scaled expert
+output, the balancing loss (alpha = 0.01). Simplified / chosen here:
+- Parameter matching (Tay et al. 2022 compare at matched FLOPs): each expert's
+  hidden size is d_ff / experts, so the experts together hold the vanilla FFN's
+  parameters (plus the small router); the non-embedding count tracks vanilla
+  within about 2%, and a token's FFN compute is 1/experts of vanilla's.
+- Capacity is filled position-major (every sequence's position 0, then position
+  1, ...), not in flattened batch order, so a token only competes with tokens at
+  earlier positions: this keeps the causal mode exact. Capacity is shared by the
+  whole batch, as in the paper, so sequences of one batch interact through it.
+- No router jitter noise, no expert dropout distinct from cfg.dropout.
+
+fixup_weights: the attention branch gives value and output projections; the
+expert branch gives every expert's two MLP weights (not the router).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import BackboneConfig, BackboneOutput
+from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .sizes import shape_for
+
+DEFAULTS = {"experts": 4, "capacity_factor": 1.25, "balance_alpha": 0.01}
+
+
+def load_balancing_loss(
+    probs: torch.Tensor, chosen: torch.Tensor, real: torch.Tensor, alpha: float
+) -> torch.Tensor:
+    """alpha * E * sum_i f_i P_i over real tokens; equals alpha at uniform routing.
+
+    probs: [N, E] router probabilities; chosen: [N] expert index; real: [N] bool.
+    """
+    experts = probs.shape[-1]
+    weights = real.to(probs.dtype)
+    count = weights.sum().clamp_min(1.0)
+    fraction = (F.one_hot(chosen, experts) * weights[:, None]).sum(0) / count
+    mean_prob = (probs * weights[:, None]).sum(0) / count
+    return alpha * experts * (fraction * mean_prob).sum()
+
+
+class SwitchFeedForward(nn.Module):
+    """Top-1 routed mixture of FeedForward experts with a capacity limit.
+
+    Call with x [B, T, D] and mask [B, T]; returns [B, T, D] and leaves the
+    layer's balancing loss in `self.aux_loss` (Residual passes a tensor only).
+    """
+
+    def __init__(
+        self, width: int, d_ff: int, experts: int, capacity_factor: float,
+        alpha: float, dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.capacity_factor, self.alpha = capacity_factor, alpha
+        self.router = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(FeedForward(width, d_ff, dropout) for _ in range(experts))
+        self.aux_loss: torch.Tensor | float = 0.0
+        self.last_kept = None  # [N, E] dispatch of the last call, for inspection
+
+    def capacity(self, real: torch.Tensor) -> torch.Tensor:
+        tokens = real.sum().to(torch.float32)
+        return torch.ceil(self.capacity_factor * tokens / len(self.experts))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        # Position-major order: a token's place in an expert's queue depends only
+        # on tokens at earlier positions (see the module docstring).
+        flat = x.transpose(0, 1).reshape(t * b, d)
+        real = mask.transpose(0, 1).reshape(t * b)
+        with torch.autocast(x.device.type, enabled=False):  # router in float32, as in the paper
+            probs = F.linear(flat.float(), self.router.weight.float()).softmax(-1)
+        gate, chosen = probs.max(-1)
+        # Padding is not routed, so it takes no place in any queue.
+        dispatch = F.one_hot(chosen, len(self.experts)) * real[:, None]
+        queue_place = dispatch.cumsum(0) * dispatch  # 1-based; 0 = not sent here
+        kept = (queue_place > 0) & (queue_place <= self.capacity(real))
+        self.last_kept = kept.detach()
+
+        out = torch.zeros_like(flat)
+        for i, expert in enumerate(self.experts):
+            rows = kept[:, i].nonzero().squeeze(1)
+            scaled = expert(flat[rows]) * gate[rows, None].to(flat.dtype)
+            out = out.index_add(0, rows, scaled)
+        self.aux_loss = load_balancing_loss(probs, chosen, real, self.alpha)
+        return out.view(t, b, d).transpose(0, 1)
+
+    def fixup_weights(self) -> list[torch.Tensor]:
+        """Every expert's two MLP weights (the router is query-like: not rescaled)."""
+        return [w for expert in self.experts for w in expert.fixup_weights()]
+
+
+class SwitchBlock(nn.Module):
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        attention = SelfAttention(cfg.width, cfg.heads, cfg.dropout, cfg.causal)
+        self.attention = Residual(attention, cfg.width, cfg.norm, cfg.dropout)
+        moe = SwitchFeedForward(
+            cfg.width, cfg.d_ff, cfg.extra["experts"], cfg.extra["capacity_factor"],
+            cfg.extra["balance_alpha"], cfg.dropout,
+        )
+        self.mlp = Residual(moe, cfg.width, cfg.norm, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.attention(x, mask), mask)
+
+
+class SwitchTransformer(nn.Module):
+    """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D] + balancing loss.
+
+    cfg.d_ff is the hidden size of one expert.
+    """
+
+    causal_ok = True
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
+        self.blocks = nn.ModuleList(SwitchBlock(cfg) for _ in range(cfg.depth))
+        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.apply(standard_init)
+
+    @staticmethod
+    def config_for(size: str, **common) -> BackboneConfig:
+        shape = shape_for(size)
+        extra = {**DEFAULTS, **common.pop("extra", {})}
+        # Experts share the vanilla FFN's parameters: d_ff / experts each.
+        d_ff = max(1, shape.d_ff // extra["experts"])
+        return BackboneConfig(
+            arch="switch", depth=shape.depth, width=shape.width, heads=shape.heads,
+            d_ff=d_ff, extra=extra, **common,
+        )
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, mask)
+        aux_loss = sum(block.mlp.branch.aux_loss for block in self.blocks)
+        return BackboneOutput(self.final_norm(x), mask, aux_loss)

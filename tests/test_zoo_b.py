@@ -1,0 +1,273 @@
+"""Switch, Performer, Funnel and ALBERT: the generic backbone checks, the parameter
+and compute matching against vanilla, and one test per mechanism."""
+
+import math
+from functools import cache
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from scalestudy.flops import count_flops, count_params
+from scalestudy.models.albert import Albert
+from scalestudy.models.funnel import Funnel, mean_pool
+from scalestudy.models.layers import Residual
+from scalestudy.models.performer import Performer, favor_attention, orthogonal_features
+from scalestudy.models.sizes import SIZES, shape_for
+from scalestudy.models.switch import SwitchFeedForward, SwitchTransformer, load_balancing_loss
+from scalestudy.models.transformer import Transformer, TransformerBlock
+
+from model_checks import ALL_CHECKS, batch, build, check_causal, nonembed_params
+
+CLASSES = [SwitchTransformer, Performer, Funnel, Albert]
+CAUSAL = [cls for cls in CLASSES if cls.causal_ok]
+
+
+@cache
+def vanilla_params(size: str) -> int:
+    return nonembed_params(Transformer, size)
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_generic(cls, check):
+    check(cls)
+
+
+@pytest.mark.parametrize("cls", CAUSAL, ids=lambda c: c.__name__)
+def test_causal(cls):
+    check_causal(cls)
+
+
+def test_funnel_has_no_causal_mode():
+    assert not Funnel.causal_ok
+
+
+@pytest.mark.parametrize("cls", [SwitchTransformer, Performer, Funnel], ids=lambda c: c.__name__)
+def test_nonembedding_params_track_vanilla(cls):
+    for size in SIZES:
+        ratio = nonembed_params(cls, size) / vanilla_params(size)
+        assert 0.75 <= ratio <= 1.25, (size, ratio)
+
+
+def test_funnel_token_output_model_also_tracks_vanilla():
+    for size in SIZES:
+        ratio = nonembed_params(Funnel, size, token_outputs=True) / vanilla_params(size)
+        assert 0.75 <= ratio <= 1.25, (size, ratio)
+
+
+def test_albert_is_compute_matched_with_one_block_of_params():
+    for size in SIZES:
+        shape, cfg = shape_for(size), Albert.config_for(size, vocab_size=17, max_len=16)
+        assert (cfg.depth, cfg.width, cfg.d_ff) == (shape.depth, shape.width, shape.d_ff)
+        ratio = nonembed_params(Albert, size) / vanilla_params(size)
+        assert 1 / shape.depth <= ratio <= 1.1 / shape.depth, (size, ratio)
+
+
+def step_flops(cls, size):
+    model = build(cls, size).train()
+    tokens, mask = batch()
+
+    def step():
+        out = model(tokens, mask)
+        (out.hidden.sum() + out.aux_loss).backward()
+
+    return count_flops(step)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_flops_positive_and_grow_with_size(cls):
+    flops = [step_flops(cls, size) for size in ("xxs", "xs", "s")]
+    assert 0 < flops[0] < flops[1] < flops[2], flops
+
+
+# Switch ---------------------------------------------------------------------
+
+
+def skewed_switch(capacity_factor=1.0, experts=4):
+    """A Switch FFN whose router sends every positive input to expert 0."""
+    torch.manual_seed(0)
+    moe = SwitchFeedForward(8, 4, experts, capacity_factor, alpha=0.01).eval()
+    with torch.no_grad():
+        moe.router.weight.zero_()
+        moe.router.weight[0] = 1.0
+    x = torch.rand(2, 10, 8) + 0.1
+    mask = torch.arange(10)[None, :] < torch.tensor([[10], [6]])
+    return moe, x, mask
+
+
+def test_switch_capacity_is_honoured_and_overflow_passes_unchanged():
+    moe, x, mask = skewed_switch()
+    residual = Residual(moe, 8, "none")
+    y = residual(x, mask)
+    capacity = math.ceil(1.0 * mask.sum().item() / 4)  # 16 real tokens -> 4 each
+    kept = moe.last_kept.view(10, 2, 4).transpose(0, 1)  # position-major -> [B, T, E]
+    assert (kept.sum((0, 1)) <= capacity).all()
+    assert kept[..., 0].sum() == capacity  # the favoured expert is full
+    routed = kept.any(-1)
+    assert not routed[~mask].any()  # padding is never routed
+    # Overflow (and padding) tokens: FFN output exactly zero, residual unchanged.
+    assert torch.equal(y[~routed], x[~routed])
+    assert (y[routed] != x[routed]).any(-1).all()
+    # Queues fill position-major: the first `capacity` positions win.
+    assert routed[:, :2].all() and not routed[:, 2:].any()
+
+
+def test_switch_capacity_with_random_routing():
+    torch.manual_seed(1)
+    moe = SwitchFeedForward(8, 4, 4, capacity_factor=0.5, alpha=0.01)
+    x = torch.randn(3, 16, 8)
+    _, mask = batch()
+    moe(x, mask)
+    capacity = math.ceil(0.5 * mask.sum().item() / 4)
+    assert (moe.last_kept.sum(0) <= capacity).all()
+
+
+def test_switch_balancing_loss_is_alpha_at_uniform_routing_and_larger_when_skewed():
+    alpha, experts, n = 0.01, 4, 64
+    real = torch.ones(n, dtype=torch.bool)
+    uniform = torch.full((n, experts), 1 / experts)
+    balanced = torch.arange(n) % experts
+    loss = load_balancing_loss(uniform, balanced, real, alpha)
+    torch.testing.assert_close(loss, torch.tensor(alpha))
+    skewed = torch.tensor([0.7, 0.1, 0.1, 0.1]).expand(n, experts)
+    assert load_balancing_loss(skewed, torch.zeros(n, dtype=torch.long), real, alpha) > alpha
+    # Through the module: a zero router is uniform; the skewed router is not.
+    moe, x, mask = skewed_switch()
+    moe(x, mask)
+    assert moe.aux_loss > alpha
+    with torch.no_grad():
+        moe.router.weight.zero_()
+    moe(x, mask)
+    torch.testing.assert_close(moe.aux_loss, torch.tensor(alpha))
+
+
+def test_switch_aux_loss_sums_layers_and_ignores_padding():
+    model = build(SwitchTransformer)
+    tokens, mask = batch()
+    out = model(tokens, mask)
+    layers = [block.mlp.branch.aux_loss for block in model.blocks]
+    torch.testing.assert_close(out.aux_loss, sum(layers))
+    other = model(tokens.masked_fill(~mask, 16), mask)
+    torch.testing.assert_close(out.aux_loss, other.aux_loss)
+
+
+def test_switch_fixup_weights_are_every_expert_mlp():
+    block = build(SwitchTransformer).blocks[0]
+    weights = block.mlp.branch.fixup_weights()
+    assert len(weights) == 2 * len(block.mlp.branch.experts)
+    assert block.attention.branch.fixup_weights()[0] is block.attention.branch.value.weight
+
+
+# Performer ------------------------------------------------------------------
+
+
+def favor_error(features, causal, seeds=4):
+    torch.manual_seed(0)
+    q, k, v = (0.5 * torch.randn(2, 2, 16, 8) for _ in range(3))
+    mask = torch.ones(2, 16, dtype=torch.bool)
+    mask[1, 11:] = False
+    exact_mask = mask[:, None, None, :]
+    if causal:
+        exact_mask = exact_mask & torch.ones(16, 16, dtype=torch.bool).tril()
+    exact = F.scaled_dot_product_attention(q, k, v, attn_mask=exact_mask)
+    errors = [
+        (favor_attention(q, k, v, orthogonal_features(features, 8, s), mask, causal) - exact)
+        .abs().mean() / exact.abs().mean()
+        for s in range(seeds)
+    ]
+    return sum(errors).item() / seeds
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_favor_approaches_softmax_attention_as_features_grow(causal):
+    errors = [favor_error(m, causal) for m in (16, 128, 1024, 8192)]
+    assert all(a > b for a, b in zip(errors[:-1], errors[1:], strict=True)), errors
+    assert errors[-1] < 0.05, errors
+
+
+def test_performer_features_are_a_seeded_buffer():
+    model = build(Performer)
+    projection = model.blocks[0].attention.branch.projection
+    assert "blocks.0.attention.branch.projection" in dict(model.named_buffers())
+    assert projection.shape == (model.cfg.extra["features"], model.cfg.width // model.cfg.heads)
+    assert torch.equal(projection, build(Performer).blocks[0].attention.branch.projection)
+    assert not torch.equal(projection, model.blocks[1].attention.branch.projection)
+    rows = orthogonal_features(16, 8, 0)[:8]
+    gram = rows @ rows.T
+    torch.testing.assert_close(gram, torch.diag(gram.diagonal()), atol=1e-5, rtol=0)
+
+
+# Funnel ---------------------------------------------------------------------
+
+
+def group_lengths(model, tokens, mask):
+    lengths = []
+    for group in model.groups:
+        group[-1].register_forward_hook(
+            lambda m, i, out: lengths.append((out[0] if isinstance(out, tuple) else out).shape[1])
+        )
+    out = model(tokens, mask)
+    return lengths, out
+
+
+@pytest.mark.parametrize("length", [16, 15])
+def test_funnel_length_halves_at_each_pooling(length):
+    model = build(Funnel, extra={"groups": [1, 1, 1]})
+    tokens, mask = batch(length=length)
+    lengths, out = group_lengths(model, tokens, mask)
+    expected = [length, math.ceil(length / 2), math.ceil(length / 4)]
+    assert lengths == expected
+    assert out.hidden.shape[1] == out.mask.shape[1] == expected[-1]
+    # A pooled position is real when any of the positions it covers is real.
+    real = mask.sum(1)
+    assert out.mask.sum(1).tolist() == [math.ceil(n / 4) for n in real.tolist()]
+    wide = build(Funnel, extra={"groups": [1, 1, 1]}, token_outputs=True)
+    lengths, out = group_lengths(wide, tokens, mask)
+    assert lengths == expected and out.hidden.shape[1] == length
+    assert torch.equal(out.mask, mask)
+
+
+def test_funnel_mean_pool_averages_real_positions_only():
+    x = torch.tensor([[1.0, 3.0, 5.0, 100.0, 7.0]]).unsqueeze(-1)
+    mask = torch.tensor([[True, True, True, False, True]])
+    pooled, pooled_mask = mean_pool(x.masked_fill(~mask.unsqueeze(-1), 0), mask)
+    assert pooled.squeeze(-1).tolist() == [[2.0, 5.0, 7.0]]
+    assert pooled_mask.tolist() == [[True, True, True]]
+
+
+def test_funnel_default_groups_and_decoder():
+    model = build(Funnel, token_outputs=True)
+    assert [len(g) for g in model.groups] == [1, 1] and len(model.decoder) == 1
+    assert len(build(Funnel).decoder) == 0
+    assert Funnel.config_for("base", vocab_size=17, max_len=16).extra == {
+        "groups": [4, 4, 4], "decoder_depth": 2,
+    }
+
+
+# ALBERT ---------------------------------------------------------------------
+
+
+def test_albert_holds_one_block_of_weights():
+    model = build(Albert)
+    one_block = sum(p.numel() for p in TransformerBlock(model.cfg).parameters())
+    block_params = [n for n, _ in model.named_parameters() if n.startswith("block.")]
+    assert len(block_params) == len(list(TransformerBlock(model.cfg).parameters()))
+    extra = count_params(model)[1] - one_block
+    embed_dim, width = model.cfg.extra["embed_dim"], model.cfg.width
+    # The rest: E -> D projection (non-embedding), embedding LN and final LN.
+    assert extra == embed_dim * width + width + 2 * embed_dim + 2 * width
+
+
+def test_albert_factorised_embedding():
+    for size in SIZES:
+        cfg = Albert.config_for(size, vocab_size=17, max_len=16)
+        assert cfg.extra["embed_dim"] < cfg.width
+    model = build(Albert)
+    assert model.embed.lookup.token.weight.shape == (17, model.cfg.extra["embed_dim"])
+    assert isinstance(model.embed.project, torch.nn.Linear)
+
+
+def test_albert_flops_match_vanilla():
+    ratio = step_flops(Albert, "xs") / step_flops(Transformer, "xs")
+    assert 1.0 <= ratio < 1.1, ratio

@@ -1,0 +1,218 @@
+"""MLP-Mixer, lightweight/dynamic convolutions and S4D: the generic backbone
+checks, the parameter match with the vanilla ladder, FLOPs, and one test per
+mechanism."""
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from model_checks import ALL_CHECKS, MAX_LEN, VOCAB, batch, build, check_causal, nonembed_params
+
+from scalestudy.flops import count_flops
+from scalestudy.models.convolutions import DynamicConv, LightConv
+from scalestudy.models.layers import Residual
+from scalestudy.models.mixer import Mixer
+from scalestudy.models.s4 import S4
+from scalestudy.models.sizes import SIZES
+from scalestudy.models.transformer import Transformer
+
+CLASSES = [Mixer, LightConv, DynamicConv, S4]
+by_name = pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+@by_name
+def test_backbone_property(cls, check):
+    check(cls)
+
+
+@by_name
+def test_causal_mode_does_not_see_the_future(cls):
+    assert cls.causal_ok
+    check_causal(cls)
+
+
+@pytest.mark.parametrize("norm", ["post", "none"])
+@by_name
+def test_other_norm_placements(cls, norm):
+    model = build(cls, norm=norm, token_outputs=True)
+    tokens, mask = batch()
+    a = model(tokens, mask).hidden
+    b = model(tokens.masked_fill(~mask, VOCAB - 1), mask).hidden
+    assert torch.isfinite(a).all()
+    torch.testing.assert_close(a[mask], b[mask], atol=1e-5, rtol=1e-4)
+
+
+@by_name
+def test_every_residual_branch_names_its_fixup_weights(cls):
+    model = build(cls)
+    params = {id(p) for p in model.parameters()}
+    branches = [m.branch for m in model.modules() if isinstance(m, Residual)]
+    assert len(branches) == 2 * model.cfg.depth
+    for branch in branches:
+        weights = branch.fixup_weights()
+        assert weights and all(id(w) in params and w.ndim == 2 for w in weights)
+
+
+@functools.cache
+def vanilla_params(size):
+    return nonembed_params(Transformer, size)
+
+
+@pytest.mark.parametrize(
+    "cls, causal", [(Mixer, False), (LightConv, False), (DynamicConv, False), (S4, False),
+                    (S4, True)],  # only S4 changes its parameters in causal mode
+    ids=["Mixer", "LightConv", "DynamicConv", "S4", "S4-causal"],
+)
+def test_nonembed_params_track_the_vanilla_ladder(cls, causal):
+    for size in SIZES:
+        ours, vanilla = nonembed_params(cls, size, causal=causal), vanilla_params(size)
+        assert abs(ours / vanilla - 1) < 0.25, (size, ours, vanilla)
+
+
+@by_name
+def test_flops_are_positive_and_grow_with_size(cls):
+    tokens, mask = batch()
+
+    def flops(size):
+        model = build(cls, size).train()
+
+        def step():
+            out = model(tokens, mask)
+            out.hidden.mean().backward()
+
+        return count_flops(step)
+
+    counts = [flops(size) for size in ("xxs", "xs", "s")]
+    assert 0 < counts[0] < counts[1] < counts[2], counts
+
+
+# --- MLP-Mixer --------------------------------------------------------------
+
+
+def test_mixer_token_mixing_is_tied_to_max_len():
+    for max_len in (MAX_LEN, 24):
+        model = build(Mixer, max_len=max_len)
+        mixing = model.blocks[0].token_mixing.branch
+        assert mixing.up.weight.shape == (model.cfg.extra["d_tokens"], max_len)
+        assert mixing.down.weight.shape == (max_len, model.cfg.extra["d_tokens"])
+    tokens, mask = batch(length=MAX_LEN + 4)
+    with pytest.raises(ValueError, match=f"exceeds max_len {MAX_LEN}"):
+        build(Mixer)(tokens, mask)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_mixer_short_inputs_equal_padded_ones(causal):
+    model = build(Mixer, causal=causal, token_outputs=True)
+    tokens, mask = batch(length=10)
+    out = model(tokens, mask)
+    assert out.hidden.shape[1] == 10
+    padded = model(F.pad(tokens, (0, MAX_LEN - 10)), F.pad(mask, (0, MAX_LEN - 10)))
+    torch.testing.assert_close(out.hidden[mask], padded.hidden[:, :10][mask])
+
+
+# --- Lightweight and dynamic convolutions -----------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_lconv_kernel_is_softmax_and_shared_within_a_head(causal):
+    model = build(LightConv, causal=causal)
+    conv = model.blocks[1].conv.branch
+    kernel = conv.kernel()
+    heads, width = kernel.shape
+    assert (heads, width) == (model.cfg.heads, model.cfg.extra["kernel_sizes"][1])
+    torch.testing.assert_close(kernel.sum(-1), torch.ones(heads))
+    # Impulse at position p in every channel: each channel's response is its kernel.
+    d, t, p = model.cfg.width, 16, 6
+    x = torch.zeros(1, t, d)
+    x[0, p] = 1.0
+    response = conv.convolve(x)[0].T  # [D, T]
+    per_head = d // heads
+    for c in range(d):
+        torch.testing.assert_close(response[c], response[c // per_head * per_head])
+    left = width - 1 if causal else width // 2
+    # y[p + left - k] = w[k]: the kernel appears reversed around p.
+    expected = kernel.flip(-1).repeat_interleave(per_head, dim=0)
+    torch.testing.assert_close(response[:, p - (width - 1 - left) : p + left + 1], expected)
+    assert not response[:, p + left + 1 :].any() and not response[:, : p - (width - 1 - left)].any()
+    if causal:
+        assert not response[:, :p].any()  # nothing reaches the past
+
+
+def test_dconv_kernels_depend_only_on_the_own_position():
+    model = build(DynamicConv)
+    conv = model.blocks[1].conv.branch
+    torch.manual_seed(1)
+    x = torch.randn(1, 10, model.cfg.width)
+    x[0, 7] = x[0, 2]  # same input at two positions
+    kernels = conv.kernels(x)  # [1, T, H, K]
+    assert kernels.shape == (1, 10, model.cfg.heads, model.cfg.extra["kernel_sizes"][1])
+    torch.testing.assert_close(kernels.sum(-1), torch.ones(kernels.shape[:-1]))
+    torch.testing.assert_close(kernels[0, 7], kernels[0, 2])
+    assert not torch.allclose(kernels[0, 0], kernels[0, 1])  # differ between positions
+    changed = x.clone()
+    changed[0, [0, 1, 3, 9]] = torch.randn(4, model.cfg.width)
+    torch.testing.assert_close(conv.kernels(changed)[0, 2], kernels[0, 2])
+    # The convolution uses them: a window equal to the kernel's own taps.
+    y = conv.convolve(x)
+    left, k = conv.padding[0], conv.kernel_size
+    per_head = model.cfg.width // model.cfg.heads
+    window = x[0, 5 - left : 5 - left + k]  # [K, D]
+    weights = kernels[0, 5].repeat_interleave(per_head, dim=0).T  # [K, D]
+    torch.testing.assert_close(y[0, 5], (window * weights).sum(0))
+
+
+# --- S4D ----------------------------------------------------------------------
+
+
+def recurrence(kernel, d_skip, u, channel=0):
+    """Run x_k = Abar x_{k-1} + Bbar u_k, y_k = 2 Re(C x_k) + D u_k step by step."""
+    _, a_bar, b_bar, c = kernel.discretised()
+    state = torch.zeros(u.shape[0], *a_bar.shape, dtype=a_bar.dtype)
+    ys = []
+    for k in range(u.shape[1]):
+        state = a_bar * state + b_bar * u[:, k, :, None]
+        ys.append(2 * (c[channel] * state).sum(-1).real + d_skip * u[:, k])
+    return torch.stack(ys, 1)
+
+
+def test_s4_fft_convolution_equals_the_recurrence():
+    layer = build(S4, causal=True).double().blocks[0].ssm.branch
+    torch.manual_seed(1)
+    u = torch.randn(2, 20, layer.D.shape[0], dtype=torch.float64)
+    expected = recurrence(layer.kernel, layer.D, u)
+    torch.testing.assert_close(layer.ssm(u), expected, atol=1e-4, rtol=0)
+
+
+def test_s4_bidirectional_sums_a_forward_and_a_reversed_recurrence():
+    layer = build(S4).double().blocks[0].ssm.branch
+    torch.manual_seed(1)
+    u = torch.randn(2, 20, layer.D.shape[0], dtype=torch.float64)
+    forward = recurrence(layer.kernel, layer.D, u)
+    # The second kernel sees the reversed sequence, strictly after the position.
+    backward = recurrence(layer.kernel, torch.zeros_like(layer.D), u.flip(1), channel=1).flip(1)
+    backward = torch.cat([backward[:, 1:], torch.zeros_like(backward[:, :1])], 1)
+    torch.testing.assert_close(layer.ssm(u), forward + backward, atol=1e-4, rtol=0)
+
+
+def test_s4_init_and_ssm_parameters():
+    model = build(S4)
+    kernel = model.blocks[0].ssm.branch.kernel
+    n = kernel.A_imag.shape[1]
+    assert n == model.cfg.extra["d_state"] // 2
+    torch.testing.assert_close(-kernel.log_A_real.exp(), torch.full_like(kernel.log_A_real, -0.5))
+    torch.testing.assert_close(kernel.A_imag[0], torch.pi * torch.arange(n, dtype=torch.float32))
+    dt = kernel.log_dt.exp()
+    assert (dt >= model.cfg.extra["dt_min"]).all() and (dt <= model.cfg.extra["dt_max"]).all()
+    special = model.ssm_parameters()
+    assert len(special) == 3 * model.cfg.depth
+    named = dict(model.named_parameters())
+    assert all(named[name] is p for name, p in special.items())
+    assert {name.rsplit(".", 1)[-1] for name in special} == {"log_dt", "log_A_real", "A_imag"}
+
+
+def test_s4_vocab_and_lengths_beyond_the_test_size():
+    model = build(S4, token_outputs=True)
+    tokens = torch.randint(0, VOCAB, (2, 3 * MAX_LEN))  # no length limit
+    assert model(tokens, torch.ones_like(tokens, dtype=torch.bool)).hidden.shape[1] == 3 * MAX_LEN
