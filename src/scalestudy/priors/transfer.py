@@ -1,0 +1,86 @@
+"""Start a finetuning run from a pretraining checkpoint's backbone.
+
+The `spt` and `upstream` priors pretrain backbone + masked-LM head; finetuning
+then loads every backbone weight and builds a fresh task head (heads are never
+transferred: their shapes and meaning differ between the stages).
+
+The Lightning module stores its backbone under the attribute `backbone`, so a
+checkpoint's state dict names its weights `backbone.<name>`; keys outside that
+prefix (the head, metrics) are ignored. The check is strict: every backbone
+tensor must come from the checkpoint, with its shape, or nothing is loaded and
+the error lists what is missing, unexpected or mis-shaped.
+
+One allowed difference: a Funnel pretrained with token outputs has an
+upsampling decoder (`decoder.*`) that its classifier lacks (the encoder shapes
+are the same, see models/funnel.py); those keys are dropped, per
+`UNUSED_AFTER_PRETRAINING`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import torch
+from torch import nn
+
+PREFIX = "backbone."
+# Source keys (after the prefix) a finetuning backbone may legitimately lack, by arch.
+UNUSED_AFTER_PRETRAINING: dict[str, tuple[str, ...]] = {"funnel": ("decoder.",)}
+
+
+def backbone_state(source: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The backbone part of a state dict (or of a Lightning checkpoint dict),
+    prefix stripped."""
+    if "state_dict" in source and isinstance(source["state_dict"], Mapping):
+        source = source["state_dict"]  # a whole Lightning checkpoint
+    return {k[len(PREFIX):]: v for k, v in source.items() if k.startswith(PREFIX)}
+
+
+def _listed(names: Iterable[str], limit: int = 20) -> str:
+    names = sorted(names)
+    more = f" ... and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def transfer_backbone(
+    source_state_dict: Mapping[str, torch.Tensor],
+    backbone: nn.Module,
+    *,
+    drop_prefixes: tuple[str, ...] | None = None,
+) -> None:
+    """Load every weight of `backbone` from a pretraining state dict, strictly.
+
+    source_state_dict: the Lightning module's state dict (keys `backbone.*`;
+    other keys are ignored), or a whole checkpoint dict holding one under
+    "state_dict". drop_prefixes: source keys (prefix stripped) the backbone may
+    lack; default per `UNUSED_AFTER_PRETRAINING` for the backbone's arch.
+    Raises ValueError naming every missing, unexpected or mis-shaped key, and
+    then loads nothing.
+    """
+    source = backbone_state(source_state_dict)
+    if not source:
+        raise ValueError(f"transfer: the source state dict has no '{PREFIX}*' keys")
+    if drop_prefixes is None:
+        arch = getattr(getattr(backbone, "cfg", None), "arch", "")
+        drop_prefixes = UNUSED_AFTER_PRETRAINING.get(arch, ())
+    target = backbone.state_dict()
+    missing = set(target) - set(source)
+    unexpected = {k for k in set(source) - set(target) if not k.startswith(drop_prefixes)}
+    mismatched = [
+        f"{k} {tuple(source[k].shape)} -> {tuple(target[k].shape)}"
+        for k in sorted(set(source) & set(target))
+        if source[k].shape != target[k].shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing from the source: {_listed(missing)}")
+    if unexpected:
+        problems.append(f"unexpected in the source: {_listed(unexpected)}")
+    if mismatched:
+        problems.append(f"shape mismatch: {_listed(mismatched)}")
+    if problems:
+        raise ValueError(
+            f"transfer: the checkpoint does not fit the {type(backbone).__name__} backbone; "
+            + "; ".join(problems)
+        )
+    backbone.load_state_dict({k: source[k] for k in target}, strict=True)
