@@ -92,3 +92,32 @@ def test_counted_flops_are_positive_and_grow_with_size(arch):
         tokens, mask = batch()
         flops.append(count_flops(lambda m=model: m(tokens, mask).hidden.sum().backward()))
     assert 0 < flops[0] < flops[1] < flops[2], flops
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_scaling_protocols_choose_the_dimension_that_grows(arch):
+    from scalestudy.models import backbone_config
+
+    def shape(size, protocol):
+        cfg = backbone_config(arch, size, 17, 16, protocol=protocol)
+        return cfg.depth, cfg.width
+
+    cpu = ("xxs", "xs", "s", "m", "l")
+    depth = [shape(s, "depth") for s in cpu]
+    width = [shape(s, "width") for s in cpu]
+    assert len({w for _, w in depth}) == 1 and [d for d, _ in depth] == sorted(d for d, _ in depth)
+    assert depth[0][0] < depth[-1][0]
+    assert len({d for d, _ in width}) == 1 and [w for _, w in width] == sorted(w for _, w in width)
+    assert width[0][1] < width[-1][1]
+    if arch == "transformer":  # the budgets match the default ladder within ~2x
+        for size in ("s", "l"):
+            default = nonembed_params(ARCHITECTURES[arch], size)
+            for protocol in ("depth", "width"):
+                with torch.device("meta"):
+                    model = build_backbone(arch, size, 17, 16, protocol=protocol)
+                assert 0.5 < count_params(model)[1] / default < 2.0
+
+
+def test_unknown_protocol_names_the_accepted_values():
+    with pytest.raises(ValueError, match="protocol: unknown 'deep', accepted values: default"):
+        build_backbone("transformer", "xs", 17, 16, protocol="deep")

@@ -50,6 +50,7 @@ SCHEMA = pa.schema(
         ("lr", pa.float64()),
         ("warmup_steps", pa.int64()),
         ("norm", pa.string()),
+        ("protocol", pa.string()),  # scaling protocol: default, depth, width
         ("train_loss", pa.float64()),
         ("val_loss", pa.float64()),
         ("val_acc", pa.float64()),

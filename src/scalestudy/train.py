@@ -45,6 +45,7 @@ class TrainConfig:
     dropout: float = 0.0
     pooling: str = "mean"
     norm: str = "pre"
+    protocol: str = "default"  # which dimension grows with size: default, depth, width
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,8 @@ def git_rev() -> str:
 def build_model(spec: RunSpec, data: tasks.TaskData) -> Classifier:
     cfg = spec.train
     bcfg = backbone_config(
-        spec.arch, spec.size, len(data.vocab), data.seq_len, norm=cfg.norm, dropout=cfg.dropout
+        spec.arch, spec.size, len(data.vocab), data.seq_len, norm=cfg.norm, dropout=cfg.dropout,
+        protocol=cfg.protocol,
     )
     backbone = backbone_class(spec.arch)(bcfg)
     head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
@@ -254,7 +256,7 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path) -> dict:
         "n_params_nonembed": n_nonembed, "flops_per_step": float(step_flops),
         "pretrain_flops": 0.0, "batch_size": cfg.batch_size, "seq_len": data.seq_len,
         "depth": bcfg.depth, "width": bcfg.width, "heads": bcfg.heads, "d_ff": bcfg.d_ff,
-        "lr": cfg.lr, "warmup_steps": cfg.warmup_steps, "norm": cfg.norm,
+        "lr": cfg.lr, "warmup_steps": cfg.warmup_steps, "norm": cfg.norm, "protocol": cfg.protocol,
         "upstream_loss": math.nan, "precision": spec.trainer.precision,
         "torch_version": torch.__version__, "package_version": __version__,
         "git_rev": git_rev(), "config_hash": spec.config_hash(),

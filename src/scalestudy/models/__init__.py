@@ -10,7 +10,7 @@ from __future__ import annotations
 from torch import nn
 
 from .config import NORMS, BackboneConfig, BackboneOutput
-from .sizes import LADDER, SIZES, shape_for
+from .sizes import LADDER, PROTOCOLS, SIZES, shape_for
 from .albert import Albert
 from .convolutions import DynamicConv, LightConv
 from .evolved import EvolvedTransformer
@@ -52,27 +52,31 @@ def backbone_class(arch: str) -> type[nn.Module]:
 
 def backbone_config(
     arch: str, size: str, vocab_size: int, max_len: int, *,
-    causal: bool = False, norm: str = "pre", dropout: float = 0.0,
+    causal: bool = False, norm: str = "pre", dropout: float = 0.0, protocol: str = "default",
+    token_outputs: bool = False,
 ) -> BackboneConfig:
     cls = backbone_class(arch)
     if causal and not cls.causal_ok:
         raise ValueError(f"causal: {arch!r} has no causal mode")
     return cls.config_for(
-        size, vocab_size=vocab_size, max_len=max_len, causal=causal, norm=norm, dropout=dropout
+        size, protocol, vocab_size=vocab_size, max_len=max_len, causal=causal, norm=norm,
+        dropout=dropout, token_outputs=token_outputs,
     )
 
 
 def build_backbone(
     arch: str, size: str, vocab_size: int, max_len: int, *,
-    causal: bool = False, norm: str = "pre", dropout: float = 0.0,
+    causal: bool = False, norm: str = "pre", dropout: float = 0.0, protocol: str = "default",
+    token_outputs: bool = False,
 ) -> nn.Module:
     cfg = backbone_config(
-        arch, size, vocab_size, max_len, causal=causal, norm=norm, dropout=dropout
+        arch, size, vocab_size, max_len, causal=causal, norm=norm, dropout=dropout,
+        protocol=protocol, token_outputs=token_outputs,
     )
     return backbone_class(arch)(cfg)
 
 
 __all__ = [
-    "ARCHITECTURES", "NORMS", "LADDER", "SIZES", "BackboneConfig", "BackboneOutput",
+    "ARCHITECTURES", "NORMS", "LADDER", "PROTOCOLS", "SIZES", "BackboneConfig", "BackboneOutput",
     "backbone_config", "build_backbone", "shape_for",
 ]

@@ -71,8 +71,8 @@ class Albert(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {"embed_dim": min(128, shape.width // 2), **common.pop("extra", {})}
         return BackboneConfig(
             arch="albert", depth=shape.depth, width=shape.width, heads=shape.heads,

@@ -175,8 +175,8 @@ class ConvolutionEncoder(nn.Module):
         raise NotImplementedError
 
     @classmethod
-    def _config_for(cls, size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def _config_for(cls, size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         d, kernel_sizes = shape.width, paper_kernel_sizes(shape.depth)
         # Spend the weights attention would have had (4D^2 + 4D) on a wider FFN.
         spare = sum(
@@ -207,8 +207,8 @@ class LightConv(ConvolutionEncoder):
         return 3 * width * width + 3 * width + heads * kernel_size
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        return LightConv._config_for(size, **common)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        return LightConv._config_for(size, protocol, **common)
 
 
 class DynamicConv(ConvolutionEncoder):
@@ -222,5 +222,5 @@ class DynamicConv(ConvolutionEncoder):
         return 3 * width * width + 3 * width + width * heads * kernel_size
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        return DynamicConv._config_for(size, **common)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        return DynamicConv._config_for(size, protocol, **common)

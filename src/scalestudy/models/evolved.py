@@ -165,8 +165,8 @@ class EvolvedTransformer(nn.Module):
         self.apply(init_weights)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {"ffn_activation": "relu", **common.pop("extra", {})}
         return BackboneConfig(
             arch="evolved", depth=max(1, shape.depth // 2), width=shape.width,

@@ -137,8 +137,8 @@ class Funnel(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {"groups": group_sizes(shape.depth), "decoder_depth": decoder_depth(shape.depth)}
         extra.update(common.pop("extra", {}))
         # A block holds about 4 D^2 + 2 D d_ff parameters; scale each block by s so

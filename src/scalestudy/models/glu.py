@@ -80,8 +80,8 @@ class GLUTransformer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {"activation": "gelu", **common.pop("extra", {})}
         return BackboneConfig(
             arch="glu", depth=shape.depth, width=shape.width, heads=shape.heads,

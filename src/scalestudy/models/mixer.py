@@ -120,8 +120,8 @@ class Mixer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         d, max_len = shape.width, common["max_len"]
         # Token MLP: the paper's D/2, but never more weights than attention's 4D^2.
         d_tokens = max(1, min(d // 2, 2 * d * d // max_len))

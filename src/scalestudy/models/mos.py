@@ -59,8 +59,8 @@ class MoSTransformer(Transformer):
     output = "mos"
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {"mos_components": 4, **common.pop("extra", {})}
         return BackboneConfig(
             arch="mos", depth=shape.depth, width=shape.width, heads=shape.heads,

@@ -169,9 +169,9 @@ class Performer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         # Same shape as vanilla: the random features are buffers, not parameters.
-        shape = shape_for(size)
+        shape = shape_for(size, protocol)
         extra = {"features": default_features(shape.width // shape.heads), "feature_seed": 0}
         extra.update(common.pop("extra", {}))
         return BackboneConfig(

@@ -183,8 +183,8 @@ class S4(nn.Module):
         self.apply(init_weights)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         d = shape.width
         d_state = min(64, d)
         channels = 1 if common.get("causal", False) else 2

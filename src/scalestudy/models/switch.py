@@ -137,8 +137,8 @@ class SwitchTransformer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         extra = {**DEFAULTS, **common.pop("extra", {})}
         # Experts share the vanilla FFN's parameters: d_ff / experts each.
         d_ff = max(1, shape.d_ff // extra["experts"])

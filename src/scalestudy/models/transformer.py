@@ -43,8 +43,8 @@ class Transformer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         return BackboneConfig(
             arch="transformer", depth=shape.depth, width=shape.width, heads=shape.heads,
             d_ff=shape.d_ff, **common,

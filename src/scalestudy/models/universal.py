@@ -55,8 +55,8 @@ class UniversalTransformer(nn.Module):
         self.apply(standard_init)
 
     @staticmethod
-    def config_for(size: str, **common) -> BackboneConfig:
-        shape = shape_for(size)
+    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+        shape = shape_for(size, protocol)
         return BackboneConfig(
             arch="universal", depth=shape.depth, width=shape.width, heads=shape.heads,
             d_ff=shape.d_ff, **common,
