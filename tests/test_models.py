@@ -82,15 +82,15 @@ def test_nonembedding_params_track_the_vanilla_ladder(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_counted_flops_are_positive_and_grow_with_size(arch):
-    from model_checks import batch, build
-
     from scalestudy.flops import count_flops
+
+    from model_checks import batch, build
 
     flops = []
     for size in ("xxs", "xs", "s"):
         model = build(ARCHITECTURES[arch], size).train()
         tokens, mask = batch()
-        flops.append(count_flops(lambda m=model: m(tokens, mask).hidden.sum().backward()))
+        flops.append(count_flops(lambda m=model, t=tokens, k=mask: m(t, k).hidden.sum().backward()))
     assert 0 < flops[0] < flops[1] < flops[2], flops
 
 
@@ -121,3 +121,34 @@ def test_scaling_protocols_choose_the_dimension_that_grows(arch):
 def test_unknown_protocol_names_the_accepted_values():
     with pytest.raises(ValueError, match="protocol: unknown 'deep', accepted values: default"):
         build_backbone("transformer", "xs", 17, 16, protocol="deep")
+
+
+@pytest.mark.parametrize("norm", ["post", "none"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_other_norm_placements_and_dropout_run_and_keep_padding_invariance(arch, norm):
+    from model_checks import batch, build
+
+    cls = ARCHITECTURES[arch]
+    model = build(cls, norm=norm, dropout=0.1, token_outputs=True)
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules()) or norm != "none"
+    tokens, mask = batch()
+    other = tokens.masked_fill(~mask, 5)
+    a, b = model(tokens, mask).hidden, model(other, mask).hidden
+    assert torch.isfinite(a).all()
+    torch.testing.assert_close(a[mask], b[mask], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_residual_branch_names_its_fixup_weights(arch):
+    """The Fixup priors rescale `fixup_weights()` of every residual branch."""
+    from scalestudy.models.layers import Residual
+
+    from model_checks import build
+
+    model = build(ARCHITECTURES[arch])
+    params = {id(p) for p in model.parameters()}
+    branches = [m.branch for m in model.modules() if isinstance(m, Residual)]
+    assert branches
+    for branch in branches:
+        weights = branch.fixup_weights()
+        assert weights and all(id(w) in params for w in weights)

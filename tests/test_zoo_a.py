@@ -7,16 +7,15 @@ import functools
 import pytest
 import torch
 import torch.nn.functional as F
-from model_checks import ALL_CHECKS, MAX_LEN, VOCAB, batch, build, check_causal, nonembed_params
 
-from scalestudy.flops import count_flops, count_params
-from scalestudy.models import SIZES
+from scalestudy.flops import count_params
 from scalestudy.models.evolved import ConvBranches, EvolvedTransformer
 from scalestudy.models.glu import GatedFeedForward, GLUTransformer
-from scalestudy.models.layers import Residual
 from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer, TransformerBlock
 from scalestudy.models.universal import UniversalTransformer, timestep_signal
+
+from model_checks import MAX_LEN, VOCAB, batch, build, nonembed_params
 
 CLASSES = [GLUTransformer, MoSTransformer, EvolvedTransformer, UniversalTransformer]
 PARAM_MATCHED = [GLUTransformer, MoSTransformer, EvolvedTransformer]
@@ -26,70 +25,6 @@ name = lambda c: c.__name__  # noqa: E731
 @functools.cache
 def vanilla_params(size):
     return nonembed_params(Transformer, size)
-
-
-@pytest.mark.parametrize("check", ALL_CHECKS, ids=name)
-@pytest.mark.parametrize("cls", CLASSES, ids=name)
-def test_generic(cls, check):
-    check(cls)
-
-
-@pytest.mark.parametrize("cls", [c for c in CLASSES if c.causal_ok], ids=name)
-def test_causal(cls):
-    check_causal(cls)
-
-
-@pytest.mark.parametrize("cls", PARAM_MATCHED, ids=name)
-def test_params_track_vanilla_ladder(cls):
-    for size in SIZES:
-        ratio = nonembed_params(cls, size) / vanilla_params(size)
-        assert 0.75 <= ratio <= 1.25, (size, ratio)
-
-
-def test_universal_is_compute_matched_with_documented_param_ratio():
-    for size in SIZES:
-        cfg = UniversalTransformer.config_for(size, vocab_size=VOCAB, max_len=MAX_LEN)
-        vanilla = Transformer.config_for(size, vocab_size=VOCAB, max_len=MAX_LEN)
-        assert (cfg.depth, cfg.width, cfg.heads, cfg.d_ff) == (
-            vanilla.depth, vanilla.width, vanilla.heads, vanilla.d_ff)
-        final_norm = 2 * cfg.width
-        expected = (vanilla_params(size) - final_norm) // cfg.depth + final_norm
-        assert nonembed_params(UniversalTransformer, size) == expected
-
-
-@pytest.mark.parametrize("cls", CLASSES, ids=name)
-def test_flops_positive_and_grow_with_size(cls):
-    tokens, mask = batch()
-
-    def step(model):
-        model(tokens, mask).hidden.sum().backward()
-
-    sizes = ("xxs", "xs", "s")
-    flops = [count_flops(functools.partial(step, build(cls, s).train())) for s in sizes]
-    assert 0 < flops[0] < flops[1] < flops[2]
-
-
-@pytest.mark.parametrize("norm", ["post", "none"])
-@pytest.mark.parametrize("cls", CLASSES, ids=name)
-def test_other_norms_and_dropout_run(cls, norm):
-    model = build(cls, norm=norm, dropout=0.1, token_outputs=True).train()
-    tokens, mask = batch()
-    out = model(tokens, mask)
-    assert out.hidden.shape == (*tokens.shape, model.cfg.width)
-    assert torch.isfinite(out.hidden).all()
-    if norm == "none":
-        assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
-
-
-@pytest.mark.parametrize("cls", CLASSES, ids=name)
-def test_every_residual_branch_names_its_fixup_weights(cls):
-    model = build(cls)
-    params = {id(p) for p in model.parameters()}
-    residuals = [m for m in model.modules() if isinstance(m, Residual)]
-    assert residuals
-    for residual in residuals:
-        weights = residual.branch.fixup_weights()
-        assert weights and all(id(w) in params and w.ndim >= 2 for w in weights)
 
 
 # --- GLU ---------------------------------------------------------------------

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from .config import NORMS, BackboneConfig, BackboneOutput
-from .sizes import LADDER, PROTOCOLS, SIZES, shape_for
 from .albert import Albert
+from .config import NORMS, BackboneConfig, BackboneOutput
 from .convolutions import DynamicConv, LightConv
 from .evolved import EvolvedTransformer
 from .funnel import Funnel
@@ -20,6 +19,7 @@ from .mixer import Mixer
 from .mos import MoSTransformer
 from .performer import Performer
 from .s4 import S4
+from .sizes import LADDER, PROTOCOLS, SIZES, shape_for
 from .switch import SwitchTransformer
 from .transformer import Transformer
 from .universal import UniversalTransformer
