@@ -2,19 +2,21 @@
 
 import pandas as pd
 import pytest
+import torch
 
 from scalestudy import tasks
+from scalestudy.pretrain import PretrainSpec, run_pretrain
 from scalestudy.records import read_records
-from scalestudy.train import RunSpec, run
+from scalestudy.train import RunSpec, build_classifier, run
 
 TASK = {"n_train": 64, "n_val": 16, "n_test": 16, "max_depth": 3, "max_args": 3,
         "min_length": 3, "max_length": 24}
 
 
-def spec(**train):
+def spec(prior="random", **train):
     return RunSpec.from_dict({
         "study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
-        "prior": "random", "seed": 7, "task_config": TASK,
+        "prior": prior, "seed": 7, "task_config": TASK,
         "train": {"max_steps": 6, "batch_size": 8, "warmup_steps": 2, "val_every": 3, **train},
         "trainer": {"accelerator": "cpu", "threads": 1},
     })
@@ -71,3 +73,103 @@ def test_unknown_train_key_names_the_field():
         RunSpec.from_dict({"study": "t", "task": "listops", "arch": "transformer",
                            "size": "xxs", "prior": "random", "seed": 0,
                            "train": {"epochs": 3}})
+
+
+# Priors: the Fixup initialisations, and runs that start from a pretraining stage.
+
+PRETRAIN = {"max_steps": 4, "batch_size": 8, "warmup_steps": 1, "val_every": 2}
+
+
+def pretrain(kind, corpus_config, data_dir, out_dir):
+    spec = PretrainSpec.from_dict({
+        "study": "t", "kind": kind, "corpus": "listops" if kind == "spt" else "upstream",
+        "arch": "transformer", "size": "xxs", "seed": 0, "corpus_config": corpus_config,
+        "train": PRETRAIN, "trainer": {"accelerator": "cpu", "threads": 1},
+    })
+    return run_pretrain(spec, data_dir, out_dir)
+
+
+@pytest.fixture(scope="module")
+def spt_dir(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("spt")
+    record = pretrain("spt", TASK, data_dir, out)
+    assert record["status"] == "ok" and record["stage"] == "spt"
+    return out
+
+
+UPSTREAM = {"seq_len": 24, "max_train_sequences": 64, "max_val_sequences": 16}
+
+
+@pytest.fixture(scope="module")
+def upstream_dir(tmp_path_factory):
+    from scalestudy.tasks import upstream
+
+    data = tmp_path_factory.mktemp("corpus")
+    upstream.prepare(upstream.config_from(UPSTREAM), data)
+    out = tmp_path_factory.mktemp("upstream")
+    record = pretrain("upstream", UPSTREAM, data, out)
+    assert record["status"] == "ok" and record["upstream_loss"] > 0
+    assert record["upstream_loss"] == record["val_loss"]
+    return out
+
+
+@pytest.mark.parametrize("prior", ["tfixup", "dtfixup"])
+def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
+    record = run(spec(prior=prior), data_dir, tmp_path / "run")
+    assert record["status"] == "ok" and record["stage"] == "scratch"
+    assert record["norm"] == "none" and record["warmup_steps"] == 0
+
+
+def test_spt_finetune_loads_every_backbone_weight_and_puts_a_fresh_head(data_dir, spt_dir,
+                                                                        tmp_path):
+    run_spec = spec(prior="spt")
+    data = tasks.load("listops", TASK, data_dir)
+    model, report = build_classifier(run_spec, run_spec.train, data, spt_dir)
+    state = torch.load(spt_dir / "best.ckpt", weights_only=False)["state_dict"]
+    for name, value in model.backbone.state_dict().items():
+        torch.testing.assert_close(value, state[f"backbone.{name}"])
+    assert not report["token_table_fresh"]
+    assert not any(key.startswith("head.hidden") for key in state)  # the head is new
+    record = run(run_spec, data_dir, tmp_path / "run", spt_dir)
+    pretrained = read_records(spt_dir / "record.parquet").iloc[0]
+    assert record["stage"] == "finetune" and record["status"] == "ok"
+    assert record["pretrain_flops"] == pretrained["train_flops"] > 0
+
+
+def test_scratch_matched_spends_the_compute_of_spt(data_dir, spt_dir, tmp_path):
+    matched = run(spec(prior="scratch_matched"), data_dir, tmp_path / "m", spt_dir)
+    scratch = run(spec(), data_dir, tmp_path / "r")
+    pretrained = read_records(spt_dir / "record.parquet").iloc[0]
+    target = pretrained["train_flops"] + scratch["train_flops"]
+    assert matched["stage"] == "scratch" and matched["pretrain_flops"] == 0
+    assert target <= matched["train_flops"] < target + matched["flops_per_step"]
+
+
+def test_upstream_transfer_keeps_the_task_token_table_fresh(data_dir, upstream_dir, tmp_path):
+    run_spec = spec(prior="upstream")
+    data = tasks.load("listops", TASK, data_dir)
+    model, report = build_classifier(run_spec, run_spec.train, data, upstream_dir)
+    state = torch.load(upstream_dir / "best.ckpt", weights_only=False)["state_dict"]
+    assert report["token_table_fresh"]
+    assert model.backbone.embed.token.weight.shape[0] == len(data.vocab)
+    for name, value in model.backbone.state_dict().items():
+        if not name.startswith("embed.token."):
+            torch.testing.assert_close(value, state[f"backbone.{name}"])
+    record = run(run_spec, data_dir, tmp_path / "run", upstream_dir)
+    pretrained = read_records(upstream_dir / "record.parquet").iloc[0]
+    assert record["upstream_loss"] == pretrained["upstream_loss"]
+
+
+def test_task_longer_than_the_upstream_backbone_is_refused(tmp_path, upstream_dir):
+    longer = {**TASK, "max_length": 40}
+    tasks.prepare("listops", longer, tmp_path / "d")
+    data = tasks.load("listops", longer, tmp_path / "d")
+    run_spec = spec(prior="upstream")
+    with pytest.raises(ValueError, match="max_length = 40 exceeds the pretrained"):
+        build_classifier(run_spec, run_spec.train, data, upstream_dir)
+
+
+def test_prior_that_needs_pretraining_says_so(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="'spt' needs the spt pretraining directory"):
+        run(spec(prior="spt"), data_dir, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from scalestudy.names import PRIORS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,11 +35,28 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     assert done.returncode == 0, done.stderr[-3000:]
     out = workdir / "results/smoke"
     runs = pd.read_parquet(out / "runs.parquet")
-    assert len(runs) == 3 and set(runs["status"]) == {"ok"}
+    assert set(runs["status"]) == {"ok"}
     assert set(runs["size"]) == {"xxs", "xs", "s"}
+    # Every prior ran on the task, after the pretraining stages it needs:
+    # one spt checkpoint per arch x size x task, one upstream per arch x size.
+    task_runs = runs[runs["stage"].isin(["scratch", "finetune"])]
+    assert sorted(task_runs["prior"].unique()) == sorted(PRIORS)
+    assert len(task_runs) == 3 * len(PRIORS)
+    assert sorted(runs.loc[runs["stage"] == "spt", "size"]) == ["s", "xs", "xxs"]
+    assert sorted(runs.loc[runs["stage"] == "upstream", "size"]) == ["s", "xs", "xxs"]
+    finetuned = task_runs[task_runs["prior"].isin(["spt", "upstream"])]
+    assert (finetuned["stage"] == "finetune").all() and (finetuned["pretrain_flops"] > 0).all()
+    upstream_runs = task_runs[task_runs["prior"] == "upstream"]
+    assert upstream_runs["upstream_loss"].notna().all()
+    fixup = task_runs[task_runs["prior"].isin(["tfixup", "dtfixup"])]
+    assert (fixup["norm"] == "none").all() and (fixup["warmup_steps"] == 0).all()
     fits = pd.read_parquet(out / "fits.parquet")
-    assert fits.loc[0, "metric"] == "alpha_D" and fits.loc[0, "n_sizes"] == 3
-    assert fits.loc[0, "status"] == "ok"
+    assert sorted(fits["prior"]) == sorted(PRIORS)
+    assert (fits["metric"] == "alpha_D").all() and (fits["n_sizes"] == 3).all()
+    assert (fits["status"] == "ok").all()
+    for stage, sub_dir in (("spt", "spt/listops"), ("upstream", "upstream")):
+        for size in ("xxs", "xs", "s"):
+            assert (out / f"pretrain/{sub_dir}/transformer/{size}/best.ckpt").exists(), stage
     for ext in ("png", "pdf"):
         assert (out / f"figures/error_vs_compute.{ext}").stat().st_size > 1000
     for size in ("xxs", "xs", "s"):
@@ -61,7 +80,7 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
     "bad, message",
     [
         ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer', 'glu'"),
-        ("grid: {priors: [magic]}", r"'magic' is not one of \['random'"),
+        ("grid: {priors: [magic]}", r"'magic' is not one of \['random', 'tfixup'"),
         ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
         ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),
         ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),

@@ -1,4 +1,4 @@
-"""`scalestudy data|train|collect|fit|plot`: the commands the workflow rules call.
+"""`scalestudy data|corpus|pretrain|train|collect|fit|plot`: the commands the workflow rules call.
 
 Imports are lazy, so `fit` and `plot` never load torch.
 """
@@ -22,9 +22,26 @@ def cmd_data(args) -> None:
 def cmd_train(args) -> None:
     from .train import RunSpec, run
 
-    record = run(RunSpec.from_dict(json.loads(args.spec)), args.data_dir, args.run_dir)
+    spec = RunSpec.from_dict(json.loads(args.spec))
+    record = run(spec, args.data_dir, args.run_dir, args.pretrained)
     print(f"{record['status']}: test_acc={record['test_acc']:.4f} "
           f"steps={record['steps']} wall={record['wall_seconds']:.1f}s")
+
+
+def cmd_pretrain(args) -> None:
+    from .pretrain import PretrainSpec, run_pretrain
+
+    record = run_pretrain(PretrainSpec.from_dict(json.loads(args.spec)), args.data_dir,
+                          args.out_dir)
+    print(f"{record['status']}: val_loss={record['val_loss']:.4f} "
+          f"steps={record['steps']} wall={record['wall_seconds']:.1f}s")
+
+
+def cmd_corpus(args) -> None:
+    from .tasks import upstream
+
+    counts = upstream.prepare(upstream.config_from(json.loads(args.config)), args.out_dir)
+    print(f"upstream corpus: {counts} sequences in {args.out_dir}")
 
 
 def cmd_collect(args) -> None:
@@ -72,7 +89,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="the run spec as JSON (train.RunSpec)")
     p.add_argument("--data-dir", required=True, type=Path)
     p.add_argument("--run-dir", required=True, type=Path)
+    p.add_argument("--pretrained", type=Path, help="the pretraining stage's directory")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("pretrain", help="pretrain one backbone (spt or upstream)")
+    p.add_argument("--spec", required=True, help="the pretraining spec as JSON")
+    p.add_argument("--data-dir", required=True, type=Path)
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("corpus", help="prepare the upstream corpus")
+    p.add_argument("--config", required=True, help="the upstream config as JSON")
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_corpus)
 
     p = sub.add_parser("collect", help="validate run records into one runs.parquet")
     p.add_argument("records", nargs="*", type=Path)

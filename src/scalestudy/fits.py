@@ -18,6 +18,7 @@ from .records import write_atomic
 from .scaling import fit_loglog
 
 CELL = ["task", "arch", "prior"]
+TASK_STAGES = ("finetune", "scratch")  # runs on the task; pretraining runs are not
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
@@ -37,6 +38,7 @@ def fit_study(
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per (task, arch, prior) with alpha_D, its interval, R^2, points."""
+    runs = runs[runs["stage"].isin(TASK_STAGES)]
     runs = runs.assign(x=x_values(runs, x_axis), error=1.0 - runs["test_acc"])
     ok = runs[runs["status"] == "ok"]
     rows = []

@@ -9,7 +9,7 @@ ARCHITECTURES = (
     "transformer", "glu", "mos", "evolved", "universal", "switch", "performer", "funnel",
     "albert", "mixer", "lconv", "dconv", "s4",
 )
-PRIORS = ("random",)
+PRIORS = ("random", "tfixup", "dtfixup", "spt", "upstream", "scratch_matched")
 TASKS = ("listops",)
 STAGES = ("upstream", "spt", "finetune", "scratch")
 STATUSES = ("ok", "diverged", "failed")

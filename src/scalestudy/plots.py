@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .fits import x_values  # noqa: E402
+from .fits import TASK_STAGES, x_values  # noqa: E402
 from .names import ARCHITECTURES, PRIORS  # noqa: E402
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
@@ -60,6 +60,7 @@ def plot_error_vs_compute(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path)
     """Downstream error against compute, one panel per task, one series per
     architecture (line style per prior), with the fitted power law."""
     x_axis = fits["x_axis"].iloc[0] if len(fits) else "compute"
+    runs = runs[runs["stage"].isin(TASK_STAGES)]
     ok = runs[runs["status"] == "ok"]
     ok = ok.assign(x=x_values(ok, x_axis), error=1.0 - ok["test_acc"])
     tasks = sorted(runs["task"].unique()) or ["(none)"]

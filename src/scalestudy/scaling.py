@@ -17,7 +17,6 @@ every coefficient is NaN, never a number.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -25,11 +24,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
-
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:  # optional: not a dependency; see _one_blas_thread
-    threadpool_limits = None
+from threadpoolctl import threadpool_limits
 
 MIN_SIZES = 3
 
@@ -313,14 +308,12 @@ class _HuberPowerLaw:
 
 
 def _one_blas_thread():
-    """Limit BLAS to one thread while L-BFGS-B runs, where threadpoolctl is installed.
+    """Limit BLAS to one thread while L-BFGS-B runs.
 
     SciPy >= 1.15's L-BFGS-B calls BLAS/LAPACK on 5x5 problems; a multi-threaded
     OpenBLAS makes that ~20x slower on a busy 2-core machine (measured here; scipy
-    issue #22438). Without threadpoolctl, set OPENBLAS_NUM_THREADS=1 instead.
+    issue #22438).
     """
-    if threadpool_limits is None:
-        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 

@@ -3,6 +3,8 @@
 `RunSpec` is everything a run depends on (the workflow passes it as JSON);
 `make_trainer` is the one Trainer factory, whose accelerator, devices and
 precision come from config, so the same code runs on a CPU, one GPU or many.
+`StudyModule` holds what every stage shares (optimiser, schedule, divergence
+check); `Classifier` is the task stage, `pretrain.MaskedLM` the pretraining one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import subprocess
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +29,14 @@ from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics.classification import MulticlassAccuracy
 
-from . import __version__, priors, tasks
+from . import __version__, tasks
 from .flops import count_flops, count_params
 from .models import backbone_class, backbone_config
 from .models.heads import ClassifierHead
-from .records import write_record
+from .models.lm_head import token_embedding
+from .priors import fixup, get_prior
+from .priors.transfer import transfer_backbone
+from .records import read_records, write_record
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,19 @@ class TrainerConfig:
     threads: int = 0
 
 
+def parse_section(kind: type, name: str, given: dict):
+    accepted = {f.name for f in dataclasses.fields(kind)}
+    unknown = set(given) - accepted
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}")
+    return kind(**given)
+
+
+def spec_hash(spec) -> str:
+    text = json.dumps(dataclasses.asdict(spec), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class RunSpec:
     study: str
@@ -73,23 +92,12 @@ class RunSpec:
     @classmethod
     def from_dict(cls, spec: dict) -> RunSpec:
         spec = dict(spec)
-        for name, kind in (("train", TrainConfig), ("trainer", TrainerConfig)):
-            given = spec.get(name, {})
-            accepted = {f.name for f in dataclasses.fields(kind)}
-            unknown = set(given) - accepted
-            if unknown:
-                raise ValueError(
-                    f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}"
-                )
-            spec[name] = kind(**given)
+        spec["train"] = parse_section(TrainConfig, "train", spec.get("train", {}))
+        spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
         return cls(**spec)
 
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
     def config_hash(self) -> str:
-        text = json.dumps(self.as_dict(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return spec_hash(self)
 
 
 def warmup_cosine(warmup: int, total: int):
@@ -104,51 +112,33 @@ def warmup_cosine(warmup: int, total: int):
     return factor
 
 
-class Classifier(L.LightningModule):
-    """Backbone + pooled classifier head, trained with cross-entropy."""
+class StudyModule(L.LightningModule):
+    """What every training stage shares: AdamW with warm-up + cosine decay, the
+    S4 parameter group, the divergence check and the token count.
 
-    def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
-                 n_classes: int, pad_id: int = 0):
+    Subclasses define `training_loss(batch) -> (loss, aux_loss)`.
+    """
+
+    def __init__(self, backbone: torch.nn.Module, cfg: TrainConfig, pad_id: int = 0):
         super().__init__()
-        self.backbone, self.head, self.cfg, self.pad_id = backbone, head, cfg, pad_id
-        self.val_acc = MulticlassAccuracy(n_classes, average="micro")
-        self.test_acc = MulticlassAccuracy(n_classes, average="micro")
+        self.backbone, self.cfg, self.pad_id = backbone, cfg, pad_id
         self.diverged_step: int | None = None
         self.tokens_seen = 0
 
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.backbone(tokens, tokens != self.pad_id)
-        return self.head(out.hidden, out.mask), out.aux_loss
-
-    def loss(self, tokens, labels):
-        logits, aux_loss = self(tokens)
-        return F.cross_entropy(logits, labels), aux_loss, logits
+    def training_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
 
     def training_step(self, batch, batch_idx):
-        tokens, labels = batch
-        loss, aux_loss, _ = self.loss(tokens, labels)
+        loss, aux_loss = self.training_loss(batch)
         total = loss + aux_loss
         if not torch.isfinite(total):
             # Record the divergence and stop; returning None skips the update.
             self.diverged_step = self.global_step
             self.trainer.should_stop = True
             return None
-        self.tokens_seen += int((tokens != self.pad_id).sum())
+        self.tokens_seen += int((batch[0] != self.pad_id).sum())
         self.log("train_loss", loss, prog_bar=True)
         return total
-
-    def validation_step(self, batch, batch_idx):
-        tokens, labels = batch
-        loss, _, logits = self.loss(tokens, labels)
-        self.val_acc(logits, labels)
-        self.log("val_loss", loss, prog_bar=True)
-        self.log("val_acc", self.val_acc, prog_bar=True)
-
-    def test_step(self, batch, batch_idx):
-        tokens, labels = batch
-        _, _, logits = self.loss(tokens, labels)
-        self.test_acc(logits, labels)
-        self.log("test_acc", self.test_acc)
 
     def parameter_groups(self) -> list[dict]:
         """One AdamW group, plus the S4 papers' group for state-space A and dt:
@@ -171,9 +161,44 @@ class Classifier(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-def make_trainer(spec: RunSpec, run_dir: Path) -> L.Trainer:
-    """The one Trainer factory: hardware from spec.trainer, history to metrics.csv."""
-    cfg, hw = spec.train, spec.trainer
+class Classifier(StudyModule):
+    """Backbone + pooled classifier head, trained with cross-entropy."""
+
+    def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
+                 n_classes: int, pad_id: int = 0):
+        super().__init__(backbone, cfg, pad_id)
+        self.head = head
+        self.val_acc = MulticlassAccuracy(n_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(n_classes, average="micro")
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.backbone(tokens, tokens != self.pad_id)
+        return self.head(out.hidden, out.mask), out.aux_loss
+
+    def training_loss(self, batch):
+        tokens, labels = batch
+        logits, aux_loss = self(tokens)
+        return F.cross_entropy(logits, labels), aux_loss
+
+    def validation_step(self, batch, batch_idx):
+        tokens, labels = batch
+        logits, _ = self(tokens)
+        self.val_acc(logits, labels)
+        self.log("val_loss", F.cross_entropy(logits, labels), prog_bar=True)
+        self.log("val_acc", self.val_acc, prog_bar=True)
+
+    def test_step(self, batch, batch_idx):
+        tokens, labels = batch
+        logits, _ = self(tokens)
+        self.test_acc(logits, labels)
+        self.log("test_acc", self.test_acc)
+
+
+def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
+                 checkpoint: ModelCheckpoint | None = None) -> L.Trainer:
+    """The one Trainer factory: hardware from `hw`, history to run_dir/metrics.csv,
+    and run_dir/last.ckpt (plus whatever `checkpoint` keeps)."""
+    checkpoint = checkpoint or ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)
     return L.Trainer(
         accelerator=hw.accelerator,
         devices=hw.devices,
@@ -182,11 +207,11 @@ def make_trainer(spec: RunSpec, run_dir: Path) -> L.Trainer:
         max_epochs=-1,
         val_check_interval=cfg.val_every,
         check_val_every_n_epoch=None,
-        gradient_clip_val=cfg.grad_clip,
+        gradient_clip_val=cfg.grad_clip or None,
         deterministic=True,
         logger=CSVLogger(run_dir, name="", version=""),
         log_every_n_steps=max(1, min(10, cfg.val_every)),
-        callbacks=[ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)],
+        callbacks=[checkpoint],
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
@@ -203,92 +228,167 @@ def git_rev() -> str:
         return "unknown"
 
 
-def build_model(spec: RunSpec, data: tasks.TaskData) -> Classifier:
-    cfg = spec.train
-    bcfg = backbone_config(
-        spec.arch, spec.size, len(data.vocab), data.seq_len, norm=cfg.norm, dropout=cfg.dropout,
-        protocol=cfg.protocol,
-    )
-    backbone = backbone_class(spec.arch)(bcfg)
-    head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
-    return Classifier(backbone, head, cfg, data.n_classes, data.pad_id)
+def loader(tensors: tuple, batch_size: int, seed: int, shuffle: bool) -> DataLoader:
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(TensorDataset(*tensors), batch_size=batch_size, shuffle=shuffle,
+                      generator=generator, drop_last=shuffle and len(tensors[0]) > batch_size)
 
 
-def flops_per_step(model: Classifier, batch_size: int, seq_len: int) -> int:
-    """Counted forward+backward FLOPs of one step at full length."""
-    tokens = torch.ones(batch_size, seq_len, dtype=torch.long)
-    labels = torch.zeros(batch_size, dtype=torch.long)
+def flops_per_step(module: StudyModule, batch: tuple) -> int:
+    """Counted forward+backward FLOPs of one training step on `batch`."""
 
     def step():
-        loss, aux_loss, _ = model.loss(tokens, labels)
+        loss, aux_loss = module.training_loss(batch)
         (loss + aux_loss).backward()
 
     flops = count_flops(step)
-    model.zero_grad(set_to_none=True)
+    module.zero_grad(set_to_none=True)
     return flops
 
 
-def run(spec: RunSpec, data_dir: Path, run_dir: Path) -> dict:
-    """Train one cell and write run_dir/record.parquet; returns the record."""
+METRICS = ("train_loss", "val_loss", "val_acc", "test_acc", "upstream_loss")
+
+
+def fit_and_record(module: StudyModule, trainer: L.Trainer, train: DataLoader, val: DataLoader,
+                   after_fit: Callable[[], dict], record: dict, path: Path) -> dict:
+    """Fit, then evaluate with `after_fit`, and write the run record atomically:
+    ok, diverged (non-finite loss) or failed (an exception, recorded with it)."""
+    start = time.perf_counter()
+    metrics: dict[str, float] = {}
+    status, error = "ok", ""
+    try:
+        trainer.fit(module, train, val)
+        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
+        if module.diverged_step is None:
+            metrics.update(after_fit())
+        else:
+            status = "diverged"
+    except Exception as err:  # a run that crashes is data too: record it
+        status, error = "failed", "".join(traceback.format_exception_only(err)).strip()
+        traceback.print_exc()
+    wall = time.perf_counter() - start
+    steps = trainer.global_step
+    record.update(
+        status=status, error=error, diverged_step=module.diverged_step, steps=steps,
+        tokens_seen=module.tokens_seen, train_flops=record["flops_per_step"] * steps,
+        wall_seconds=wall, tokens_per_second=module.tokens_seen / wall if wall else math.nan,
+        device=str(trainer.strategy.root_device),
+        **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
+    )
+    write_record(record, path)
+    return record
+
+
+def provenance(spec, cfg: TrainConfig, hw: TrainerConfig, module: StudyModule,
+               step_flops: int) -> dict:
+    """The record fields known before training starts."""
+    bcfg = module.backbone.cfg
+    n_params, n_nonembed = count_params(module)
+    return {
+        "study": spec.study, "arch": spec.arch, "size": spec.size, "seed": spec.seed,
+        "n_params": n_params, "n_params_nonembed": n_nonembed,
+        "flops_per_step": float(step_flops), "pretrain_flops": 0.0,
+        "batch_size": cfg.batch_size, "depth": bcfg.depth, "width": bcfg.width,
+        "heads": bcfg.heads, "d_ff": bcfg.d_ff, "lr": cfg.lr, "warmup_steps": cfg.warmup_steps,
+        "norm": bcfg.norm, "protocol": cfg.protocol, "upstream_loss": math.nan,
+        "precision": hw.precision, "torch_version": torch.__version__,
+        "package_version": __version__, "git_rev": git_rev(), "config_hash": spec.config_hash(),
+    }
+
+
+def prior_train_config(spec: RunSpec) -> TrainConfig:
+    """The run's schedule under its prior: the Fixup priors drop LayerNorm and
+    warm-up. (scratch_matched's longer schedule is set in `run`, once the step
+    cost is counted.)"""
+    prior = get_prior(spec.prior)
+    cfg = spec.train
+    if prior.norm is not None:
+        cfg = dataclasses.replace(cfg, norm=prior.norm)
+    if not prior.warmup:
+        cfg = dataclasses.replace(cfg, warmup_steps=0)
+    return cfg
+
+
+def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
+                     pretrained: Path | None) -> tuple[Classifier, dict]:
+    """The task model under its prior; returns it and the prior's report."""
+    prior = get_prior(spec.prior)
+    max_len = data.seq_len
+    checkpoint = None
+    if prior.pretrain:
+        checkpoint = torch.load(pretrained / "best.ckpt", map_location="cpu", weights_only=False)
+        # The pretrained backbone fixes the length (position table, Mixer's
+        # token-mixing weights); the task's sequences must fit in it.
+        max_len = checkpoint["hyper_parameters"]["max_len"]
+        if data.seq_len > max_len:
+            raise ValueError(
+                f"tasks.{spec.task}.max_length = {data.seq_len} exceeds the pretrained "
+                f"backbone's max_len {max_len} (upstream.seq_len)"
+            )
+    bcfg = backbone_config(spec.arch, spec.size, len(data.vocab), max_len, norm=cfg.norm,
+                           dropout=cfg.dropout, protocol=cfg.protocol)
+    backbone = backbone_class(spec.arch)(bcfg)
+    report: dict = {}
+    if spec.prior == "tfixup":
+        report = fixup.apply_tfixup(backbone).as_dict()
+    elif spec.prior == "dtfixup":
+        train_tokens = data.splits["train"][0]
+        report = fixup.dtfixup(backbone, train_tokens.split(256), data.pad_id).as_dict()
+    elif checkpoint is not None:
+        # Upstream pretraining reads bytes, the task its own symbols: the token
+        # table is the one part that cannot transfer, so it stays fresh there.
+        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == len(data.vocab)
+        fresh = () if same_vocab else (token_embedding(backbone),)
+        transfer_backbone(checkpoint["state_dict"], backbone, fresh=fresh)
+        report = {"loaded": str(pretrained / "best.ckpt"), "token_table_fresh": not same_vocab}
+    head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
+    return Classifier(backbone, head, cfg, data.n_classes, data.pad_id), report
+
+
+def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = None) -> dict:
+    """Train one cell and write run_dir/record.parquet; returns the record.
+
+    `pretrained`: the directory of the pretraining stage the prior needs (its
+    best.ckpt and record.parquet), for spt, upstream and scratch_matched.
+    """
+    prior = get_prior(spec.prior)
+    if (prior.pretrain or prior.matched_to) and pretrained is None:
+        raise ValueError(f"prior {spec.prior!r} needs the {prior.pretrain or prior.matched_to} "
+                         "pretraining directory (--pretrained)")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = spec.train
-    stage = priors.stage_of(spec.prior)
+    pretrain_record = read_records(Path(pretrained) / "record.parquet").iloc[0] if pretrained \
+        else None
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     data = tasks.load(spec.task, spec.task_config, data_dir)
-    model = build_model(spec, data)
-    bcfg = model.backbone.cfg
-    n_params, n_nonembed = count_params(model)
-    step_flops = flops_per_step(model, cfg.batch_size, data.seq_len)
+    cfg = prior_train_config(spec)
+    model, report = build_classifier(spec, cfg, data, Path(pretrained) if pretrained else None)
+    if report:
+        print(f"prior {spec.prior}: {report}")
+    train_tensors = data.splits["train"]
+    step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in train_tensors))
+    if prior.matched_to:
+        # As many FLOPs as the matched prior's pretraining plus its finetuning
+        # (the same model and schedule as this run's, so the same step cost).
+        extra = math.ceil(float(pretrain_record["train_flops"]) / step_flops)
+        cfg = dataclasses.replace(cfg, max_steps=cfg.max_steps + extra)
+        model.cfg = cfg
     L.seed_everything(spec.seed, workers=True, verbose=False)
+    record = provenance(spec, cfg, spec.trainer, model, step_flops)
+    record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len)
+    if prior.pretrain:
+        record.update(pretrain_flops=float(pretrain_record["train_flops"]),
+                      upstream_loss=float(pretrain_record["upstream_loss"]))
+    trainer = make_trainer(cfg, spec.trainer, run_dir)
+    val = loader(data.splits["val"], cfg.batch_size, spec.seed, False)
 
-    def loader(split: str, shuffle: bool) -> DataLoader:
-        generator = torch.Generator().manual_seed(spec.seed)
-        return DataLoader(TensorDataset(*data.splits[split]), batch_size=cfg.batch_size,
-                          shuffle=shuffle, generator=generator, drop_last=shuffle)
+    def evaluate() -> dict:
+        metrics = trainer.validate(model, val, verbose=False)[0]
+        test = loader(data.splits["test"], cfg.batch_size, spec.seed, False)
+        return {**metrics, **trainer.test(model, test, verbose=False)[0]}
 
-    record = {
-        "study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
-        "prior": spec.prior, "seed": spec.seed, "stage": stage, "status": "ok",
-        "diverged_step": None, "error": "", "n_params": n_params,
-        "n_params_nonembed": n_nonembed, "flops_per_step": float(step_flops),
-        "pretrain_flops": 0.0, "batch_size": cfg.batch_size, "seq_len": data.seq_len,
-        "depth": bcfg.depth, "width": bcfg.width, "heads": bcfg.heads, "d_ff": bcfg.d_ff,
-        "lr": cfg.lr, "warmup_steps": cfg.warmup_steps, "norm": cfg.norm, "protocol": cfg.protocol,
-        "upstream_loss": math.nan, "precision": spec.trainer.precision,
-        "torch_version": torch.__version__, "package_version": __version__,
-        "git_rev": git_rev(), "config_hash": spec.config_hash(),
-    }
-    trainer = make_trainer(spec, run_dir)
-    start = time.perf_counter()
-    metrics: dict[str, float] = {}
-    try:
-        trainer.fit(model, loader("train", True), loader("val", False))
-        wall = time.perf_counter() - start
-        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
-        if model.diverged_step is None:
-            metrics.update(trainer.validate(model, loader("val", False), verbose=False)[0])
-            metrics.update(trainer.test(model, loader("test", False), verbose=False)[0])
-            status = "ok"
-        else:
-            status = "diverged"
-        error = ""
-    except Exception as err:  # a run that crashes is data too: record it
-        wall = time.perf_counter() - start
-        status, error = "failed", "".join(traceback.format_exception_only(err)).strip()
-        traceback.print_exc()
-    steps = trainer.global_step
-    record.update(
-        status=status, error=error, diverged_step=model.diverged_step, steps=steps,
-        tokens_seen=model.tokens_seen, train_flops=float(step_flops) * steps,
-        train_loss=metrics.get("train_loss", math.nan),
-        val_loss=float(metrics.get("val_loss", math.nan)),
-        val_acc=float(metrics.get("val_acc", math.nan)),
-        test_acc=float(metrics.get("test_acc", math.nan)),
-        wall_seconds=wall, tokens_per_second=model.tokens_seen / wall if wall else math.nan,
-        device=str(trainer.strategy.root_device),
-    )
-    write_record(record, run_dir / "record.parquet")
-    return record
+    train = loader(train_tensors, cfg.batch_size, spec.seed, True)
+    return fit_and_record(model, trainer, train, val, evaluate, record,
+                          run_dir / "record.parquet")

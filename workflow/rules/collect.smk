@@ -1,9 +1,11 @@
-# Collect every run record of the grid into one validated table.
+# Collect every run record of the grid (task runs and the pretraining runs
+# they used) into one validated table.
 
 
 rule collect:
     input:
         RECORDS,
+        PRETRAIN_RECORDS,
     output:
         f"{OUT}/runs.parquet",
     log:

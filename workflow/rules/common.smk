@@ -5,6 +5,8 @@ import os
 
 from snakemake.utils import validate
 
+from scalestudy.priors import needs_pretraining
+
 validate(config, "../../config/schema.yaml")
 
 OUT = f"results/{config['study']}"
@@ -20,6 +22,26 @@ wildcard_constraints:
 
 
 RUN_DIR = OUT + "/runs/{task}/{arch}/{size}/{prior}/s{seed}"
+
+PRETRAIN_DIR = {
+    "spt": OUT + "/pretrain/spt/{task}/{arch}/{size}",
+    "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
+}
+# The pretraining stages the grid's priors need.
+PRETRAIN_STAGES = sorted({needs_pretraining(p) for p in GRID["priors"]} - {None})
+
+PRETRAIN_RECORDS = sorted(
+    {
+        path
+        for stage in PRETRAIN_STAGES
+        for path in expand(
+            f"{PRETRAIN_DIR[stage]}/record.parquet",
+            task=GRID["tasks"],
+            arch=GRID["archs"],
+            size=GRID["sizes"],
+        )
+    }
+)
 
 RECORDS = expand(
     f"{RUN_DIR}/record.parquet",
@@ -48,6 +70,41 @@ def run_spec(wildcards):
         "seed": int(wildcards.seed),
         "task_config": config["tasks"][wildcards.task],
         "train": config["train"],
+        "trainer": config["trainer"],
+    }
+    return json.dumps(spec, sort_keys=True)
+
+
+def train_inputs(wildcards):
+    """The task's data, plus the pretraining record (and so its checkpoint)
+    that the run's prior loads or matches."""
+    inputs = {"data": rules.task_data.output}
+    stage = needs_pretraining(wildcards.prior)
+    if stage:
+        inputs["pretrained"] = f"{PRETRAIN_DIR[stage]}/record.parquet".format(**wildcards)
+    return inputs
+
+
+SCHEDULE_KEYS = ("max_steps", "batch_size", "lr", "warmup_steps", "val_every")
+
+
+def pretrain_spec(wildcards, kind):
+    """Everything one pretraining run depends on, as JSON for `scalestudy pretrain`.
+
+    It trains the same backbone as the task runs (train.norm, protocol, dropout)
+    on the pretraining schedule of config["pretrain"].
+    """
+    pretrain = config["pretrain"]
+    spec = {
+        "study": config["study"],
+        "kind": kind,
+        "corpus": wildcards.task if kind == "spt" else "upstream",
+        "corpus_config": config["tasks"][wildcards.task] if kind == "spt" else config["upstream"],
+        "arch": wildcards.arch,
+        "size": wildcards.size,
+        "seed": pretrain["seed"],
+        "span": pretrain["span"],
+        "train": {**config["train"], **{k: pretrain[k] for k in SCHEDULE_KEYS}},
         "trainer": config["trainer"],
     }
     return json.dumps(spec, sort_keys=True)

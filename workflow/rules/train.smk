@@ -1,15 +1,20 @@
-# Train one grid cell; the run record is written last, atomically.
+# Train one grid cell (from its prior's pretraining checkpoint where it has
+# one); the run record is written last, atomically.
 
 
 rule train:
     input:
-        rules.task_data.output,
+        unpack(train_inputs),
     output:
         record=f"{RUN_DIR}/record.parquet",
     params:
         spec=run_spec,
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         run_dir=lambda wc, output: os.path.dirname(output.record),
+        pretrained=lambda wc, input: (
+            f"--pretrained {os.path.dirname(input.pretrained)}" if "pretrained" in input.keys()
+            else ""
+        ),
     log:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
     threads: config["trainer"]["threads"]
@@ -18,4 +23,4 @@ rule train:
         runtime=60,
     shell:
         "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --run-dir {params.run_dir} > {log} 2>&1"
+        " --run-dir {params.run_dir} {params.pretrained} > {log} 2>&1"

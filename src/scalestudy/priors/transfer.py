@@ -47,6 +47,7 @@ def transfer_backbone(
     backbone: nn.Module,
     *,
     drop_prefixes: tuple[str, ...] | None = None,
+    fresh: tuple[nn.Module, ...] = (),
 ) -> None:
     """Load every weight of `backbone` from a pretraining state dict, strictly.
 
@@ -54,6 +55,8 @@ def transfer_backbone(
     other keys are ignored), or a whole checkpoint dict holding one under
     "state_dict". drop_prefixes: source keys (prefix stripped) the backbone may
     lack; default per `UNUSED_AFTER_PRETRAINING` for the backbone's arch.
+    fresh: sub-modules of `backbone` that keep their own initialisation (the
+    token table, when the pretraining vocabulary differs from the task's).
     Raises ValueError naming every missing, unexpected or mis-shaped key, and
     then loads nothing.
     """
@@ -63,7 +66,13 @@ def transfer_backbone(
     if drop_prefixes is None:
         arch = getattr(getattr(backbone, "cfg", None), "arch", "")
         drop_prefixes = UNUSED_AFTER_PRETRAINING.get(arch, ())
-    target = backbone.state_dict()
+    keep = {
+        f"{name}.{key}" if name else key
+        for name, module in backbone.named_modules() if any(module is m for m in fresh)
+        for key in module.state_dict()
+    }
+    source = {k: v for k, v in source.items() if k not in keep}
+    target = {k: v for k, v in backbone.state_dict().items() if k not in keep}
     missing = set(target) - set(source)
     unexpected = {k for k in set(source) - set(target) if not k.startswith(drop_prefixes)}
     mismatched = [
@@ -83,4 +92,4 @@ def transfer_backbone(
             f"transfer: the checkpoint does not fit the {type(backbone).__name__} backbone; "
             + "; ".join(problems)
         )
-    backbone.load_state_dict({k: source[k] for k in target}, strict=True)
+    backbone.load_state_dict({k: source[k] for k in target}, strict=not keep)

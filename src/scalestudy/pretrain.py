@@ -1,0 +1,175 @@
+"""The pretraining stages: masked denoising on a corpus, keeping the checkpoint
+with the best validation loss.
+
+- spt (Amos et al. 2023, "Never Train from Scratch"): self-pretraining on the
+  task's own training split, masking each real token independently at the
+  task's ratio (ListOps 10%), or in spans of a given mean length.
+- upstream (Tay et al. 2022): masked-LM pretraining on the upstream corpus
+  (tasks/upstream.py, 15% masking); its held-out masked-token loss (nats per
+  masked token, on the validation split, best checkpoint) is the run's
+  `upstream_loss`, the y of alpha_U.
+
+Simplified: the encoders here are bidirectional, so both stages are masked
+denoising; next-token prediction for causal models and masking of pixel inputs
+(LRA Image, Pathfinder) wait for tasks that need them. Masked positions take
+the [MASK] id (Amos et al.; no BERT 80/10/10).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from . import tasks
+from .models import backbone_class, backbone_config
+from .models.lm_head import MaskedLMHead
+from .priors.masking import IGNORE_INDEX, MASK_RATIOS, mask_tokens
+from .tasks import upstream
+from .train import (
+    StudyModule,
+    TrainConfig,
+    TrainerConfig,
+    fit_and_record,
+    flops_per_step,
+    loader,
+    make_trainer,
+    parse_section,
+    provenance,
+    spec_hash,
+)
+
+KINDS = ("spt", "upstream")
+UPSTREAM_MASK_RATIO = 0.15
+
+
+@dataclass(frozen=True)
+class PretrainSpec:
+    study: str
+    kind: str  # spt | upstream
+    corpus: str  # the task (spt) or "upstream"
+    arch: str
+    size: str
+    seed: int
+    corpus_config: dict = field(default_factory=dict)
+    span: float | None = None  # mean span length; None = independent tokens
+    train: TrainConfig = TrainConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> PretrainSpec:
+        spec = dict(spec)
+        spec["train"] = parse_section(TrainConfig, "pretrain", spec.get("train", {}))
+        spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
+        made = cls(**spec)
+        if made.kind not in KINDS:
+            raise ValueError(f"kind: got {made.kind!r}, accepted values: {', '.join(KINDS)}")
+        if made.train.val_every > made.train.max_steps:
+            raise ValueError(
+                f"pretrain.val_every = {made.train.val_every} exceeds pretrain.max_steps = "
+                f"{made.train.max_steps}: no validation, so no best checkpoint"
+            )
+        return made
+
+    def config_hash(self) -> str:
+        return spec_hash(self)
+
+    @property
+    def mask_ratio(self) -> float:
+        if self.kind == "upstream":
+            return UPSTREAM_MASK_RATIO
+        if self.corpus not in MASK_RATIOS:
+            raise ValueError(f"spt: no masking ratio for task {self.corpus!r}")
+        return MASK_RATIOS[self.corpus]
+
+
+class MaskedLM(StudyModule):
+    """Backbone + tied masked-LM head, trained to restore masked tokens."""
+
+    def __init__(self, backbone, cfg: TrainConfig, vocab_size: int, mask_ratio: float,
+                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1):
+        super().__init__(backbone, cfg, pad_id)
+        self.head = MaskedLMHead(backbone, vocab_size)
+        self.vocab_size, self.mask_ratio, self.span = vocab_size, mask_ratio, span
+        self.mask_id, self.seed = mask_id, seed
+        # Masks are drawn on the CPU from seeded generators, the same on any
+        # accelerator; validation redraws the same masks every time.
+        self.train_masks = torch.Generator().manual_seed(seed)
+        self.val_masks = torch.Generator()
+        # What finetuning needs to rebuild a backbone this checkpoint fits.
+        self.save_hyperparameters({"arch": backbone.cfg.arch, "max_len": backbone.cfg.max_len,
+                                   "vocab_size": vocab_size, "norm": backbone.cfg.norm})
+
+    def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
+        real = tokens != self.pad_id
+        inputs, targets = mask_tokens(tokens.cpu(), real.cpu(), self.mask_ratio, self.mask_id,
+                                      self.vocab_size, generator, self.span)
+        inputs, targets = inputs.to(tokens.device), targets.to(tokens.device)
+        out = self.backbone(inputs, real)
+        logits = self.head(out.hidden)
+        if not (targets != IGNORE_INDEX).any():  # nothing masked in this batch
+            return logits.sum() * 0.0, out.aux_loss
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                               ignore_index=IGNORE_INDEX)
+        return loss, out.aux_loss
+
+    def training_loss(self, batch):
+        return self.masked_loss(batch[0], self.train_masks)
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_masks.manual_seed(self.seed + 1)
+
+    def validation_step(self, batch, batch_idx):
+        loss, _ = self.masked_loss(batch[0], self.val_masks)
+        self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]))
+
+
+def corpus(spec: PretrainSpec, data_dir: Path) -> tuple[dict, int, int]:
+    """Token tensors per split, vocabulary size and sequence length."""
+    if spec.kind == "spt":
+        data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
+        return ({split: (tokens,) for split, (tokens, _) in data.splits.items()},
+                len(data.vocab), data.seq_len)
+    cfg = upstream.config_from(spec.corpus_config)
+    data = upstream.load(cfg, data_dir)
+    return ({split: (tokens,) for split, tokens in data.splits.items()},
+            data.vocab_size, data.seq_len)
+
+
+def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
+    """Pretrain one backbone; writes best.ckpt, last.ckpt, metrics.csv and a
+    run record (stage = spt or upstream) into out_dir."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = spec.train
+    if spec.trainer.threads:
+        torch.set_num_threads(spec.trainer.threads)
+    L.seed_everything(spec.seed, workers=True, verbose=False)
+    splits, vocab_size, seq_len = corpus(spec, data_dir)
+    bcfg = backbone_config(spec.arch, spec.size, vocab_size, seq_len, norm=cfg.norm,
+                           dropout=cfg.dropout, protocol=cfg.protocol, token_outputs=True)
+    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, spec.mask_ratio,
+                     spec.span, spec.seed)
+    step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))
+    model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
+    L.seed_everything(spec.seed, workers=True, verbose=False)
+    record = provenance(spec, cfg, spec.trainer, model, step_flops)
+    record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len)
+    best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
+                           save_top_k=1, save_last=True, enable_version_counter=False)
+    trainer = make_trainer(cfg, spec.trainer, out_dir, best)
+    val = loader(splits["val"], cfg.batch_size, spec.seed, False)
+
+    def evaluate() -> dict:
+        metrics = trainer.validate(model, val, ckpt_path=best.best_model_path, verbose=False)[0]
+        held_out = metrics["val_loss"]
+        return {"val_loss": held_out, "upstream_loss": held_out if spec.kind == "upstream"
+                else math.nan}
+
+    train = loader(splits["train"], cfg.batch_size, spec.seed, True)
+    return fit_and_record(model, trainer, train, val, evaluate, record, out_dir / "record.parquet")

@@ -1,0 +1,57 @@
+# Pretraining stages: one checkpoint shared by every run that needs it — per
+# arch x size for upstream, per arch x size x task for spt (self-pretraining).
+
+
+rule upstream_corpus:
+    output:
+        expand(f"{OUT}/data/upstream/{{split}}.pt", split=["train", "val", "test"]),
+        manifest=f"{OUT}/data/upstream/manifest.json",
+    params:
+        upstream=json.dumps(config["upstream"], sort_keys=True),
+        out_dir=f"{OUT}/data/upstream",
+    log:
+        f"{OUT}/logs/data/upstream.log",
+    shell:
+        "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule pretrain_spt:
+    input:
+        rules.task_data.output,
+    output:
+        checkpoint=f"{PRETRAIN_DIR['spt']}/best.ckpt",
+        record=f"{PRETRAIN_DIR['spt']}/record.parquet",
+    params:
+        spec=lambda wc: pretrain_spec(wc, "spt"),
+        data_dir=lambda wc: f"{OUT}/data/{wc.task}",
+        out_dir=lambda wc, output: os.path.dirname(output.record),
+    log:
+        f"{OUT}/logs/pretrain/spt/{{task}}/{{arch}}/{{size}}.log",
+    threads: config["trainer"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    shell:
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule pretrain_upstream:
+    input:
+        rules.upstream_corpus.output,
+    output:
+        checkpoint=f"{PRETRAIN_DIR['upstream']}/best.ckpt",
+        record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
+    params:
+        spec=lambda wc: pretrain_spec(wc, "upstream"),
+        data_dir=f"{OUT}/data/upstream",
+        out_dir=lambda wc, output: os.path.dirname(output.record),
+    log:
+        f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",
+    threads: config["trainer"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    shell:
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
+        " --out-dir {params.out_dir} > {log} 2>&1"
