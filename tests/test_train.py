@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from scalestudy import tasks
+from scalestudy.models import ARCHITECTURES
 from scalestudy.pretrain import PretrainSpec, run_pretrain
 from scalestudy.records import read_records
 from scalestudy.train import RunSpec, build_classifier, run
@@ -173,3 +174,25 @@ def test_prior_that_needs_pretraining_says_so(data_dir, tmp_path):
     with pytest.raises(ValueError, match="'spt' needs the spt pretraining directory"):
         run(spec(prior="spt"), data_dir, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_every_backbone_pretrains_and_transfers_whole(arch, data_dir, tmp_path):
+    """spt for every architecture: a masked-LM stage, then a strict transfer of
+    every backbone weight into the task model (Funnel drops its decoder)."""
+    spec = PretrainSpec.from_dict({
+        "study": "t", "kind": "spt", "corpus": "listops", "arch": arch, "size": "xxs",
+        "seed": 0, "corpus_config": TASK,
+        "train": {"max_steps": 2, "batch_size": 8, "warmup_steps": 1, "val_every": 2},
+        "trainer": {"accelerator": "cpu", "threads": 1},
+    })
+    assert run_pretrain(spec, data_dir, tmp_path)["status"] == "ok"
+    run_spec = RunSpec.from_dict({
+        "study": "t", "task": "listops", "arch": arch, "size": "xxs", "prior": "spt",
+        "seed": 0, "task_config": TASK,
+    })
+    data = tasks.load("listops", TASK, data_dir)
+    model, _ = build_classifier(run_spec, run_spec.train, data, tmp_path)
+    state = torch.load(tmp_path / "best.ckpt", weights_only=False)["state_dict"]
+    for name, value in model.backbone.state_dict().items():
+        torch.testing.assert_close(value, state[f"backbone.{name}"])

@@ -355,16 +355,16 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     if (prior.pretrain or prior.matched_to) and pretrained is None:
         raise ValueError(f"prior {spec.prior!r} needs the {prior.pretrain or prior.matched_to} "
                          "pretraining directory (--pretrained)")
+    pretrained = Path(pretrained) if pretrained else None
+    pretrain_record = read_records(pretrained / "record.parquet").iloc[0] if pretrained else None
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    pretrain_record = read_records(Path(pretrained) / "record.parquet").iloc[0] if pretrained \
-        else None
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     data = tasks.load(spec.task, spec.task_config, data_dir)
     cfg = prior_train_config(spec)
-    model, report = build_classifier(spec, cfg, data, Path(pretrained) if pretrained else None)
+    model, report = build_classifier(spec, cfg, data, pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
     train_tensors = data.splits["train"]
