@@ -17,10 +17,14 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         f"{OUT}/runs.parquet",
         f"{OUT}/fits.parquet",
-        FIGURES,
+        FIGURE_PNGS,
+        FIGURE_PDFS,
+        TABLES,
+        f"{OUT}/claims.md",

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from scalestudy.names import PRIORS
+from scalestudy.plots import figure_names
+from scalestudy.tables import TABLE_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,14 +53,22 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     fixup = task_runs[task_runs["prior"].isin(["tfixup", "dtfixup"])]
     assert (fixup["norm"] == "none").all() and (fixup["warmup_steps"] == 0).all()
     fits = pd.read_parquet(out / "fits.parquet")
+    assert set(fits["metric"]) == {"alpha_U", "alpha_D", "alpha_UD", "alpha_D/alpha_U"}
     alpha_d = fits[fits["metric"] == "alpha_D"]
     assert sorted(alpha_d["prior"]) == sorted(PRIORS)
     assert (alpha_d["n_sizes"] == 3).all() and (alpha_d["status"] == "ok").all()
+    alpha_u = fits[fits["metric"] == "alpha_U"].set_index("form")
+    assert alpha_u.loc["loglog", "status"] == "ok"
+    assert alpha_u.loc["saturating", "status"] == "not enough sizes: 3 < 4"
     for stage, sub_dir in (("spt", "spt/listops"), ("upstream", "upstream")):
         for size in ("xxs", "xs", "s"):
             assert (out / f"pretrain/{sub_dir}/transformer/{size}/best.ckpt").exists(), stage
-    for ext in ("png", "pdf"):
-        assert (out / f"figures/error_vs_compute.{ext}").stat().st_size > 1000
+    for name in figure_names(["listops"]):
+        for ext in ("png", "pdf"):
+            assert (out / f"figures/{name}.{ext}").stat().st_size > 1000, name
+    for name in TABLE_FILES:
+        assert (out / f"tables/{name}").stat().st_size > 0, name
+    assert "## SPT beats the compute-matched control" in (out / "claims.md").read_text()
     for size in ("xxs", "xs", "s"):
         run_dir = out / f"runs/listops/transformer/{size}/random/s0"
         assert {"record.parquet", "metrics.csv", "last.ckpt"} <= {p.name for p in run_dir.iterdir()}
@@ -67,6 +77,17 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     again = snakemake(workdir, "-n", "--configfile", "config/studies/smoke.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
+
+    # The report embeds every figure, table and claims.md, with its caption.
+    report = snakemake(workdir, "--configfile", "config/studies/smoke.yaml",
+                       "--report", "results/smoke/report.html")
+    assert report.returncode == 0, report.stderr[-3000:]
+    html = (out / "report.html").read_text()
+    for name in [*figure_names(["listops"]), "alpha.csv", "lra_accuracy.csv", "claims.md"]:
+        assert name in html, name
+    for caption in ("Upstream loss against compute", "SPT against the compute-matched control",
+                    "Claim checks", "Test accuracy per prior"):
+        assert caption in html, caption
 
 
 def test_dry_run_of_the_default_study_prints_the_job_count(workdir):

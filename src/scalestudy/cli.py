@@ -1,6 +1,8 @@
-"""`scalestudy data|corpus|pretrain|train|collect|fit|plot`: the commands the workflow rules call.
+"""`scalestudy data|corpus|pretrain|train|collect|fit|plot|tables|claims|analyse`: the
+commands the workflow rules call.
 
-Imports are lazy, so `fit` and `plot` never load torch.
+Imports are lazy, so the analysis commands (`fit`, `plot`, `tables`, `claims`,
+`analyse`) never load torch.
 """
 
 from __future__ import annotations
@@ -58,21 +60,78 @@ def cmd_fit(args) -> None:
     from .records import read_records
 
     fits = fit_study(
-        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed
+        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
+        n_boot_saturating=args.n_boot_saturating,
     )
     write_fits(fits, args.out)
-    print(fits.to_string(index=False))
+    print(fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
+
+
+def _read(args):
+    import pandas as pd
+
+    from .records import read_records
+
+    return read_records(args.runs), pd.read_parquet(args.fits)
 
 
 def cmd_plot(args) -> None:
-    import pandas as pd
+    from .plots import plot_all
 
-    from .plots import plot_error_vs_compute
-    from .records import read_records
-
-    runs, fits = read_records(args.runs), pd.read_parquet(args.fits)
-    for path in plot_error_vs_compute(runs, fits, args.out_dir):
+    runs, fits = _read(args)
+    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks):
         print(f"wrote {path}")
+
+
+def cmd_tables(args) -> None:
+    from .tables import write_tables
+
+    runs, fits = _read(args)
+    for path in write_tables(runs, fits, args.out_dir):
+        print(f"wrote {path}")
+
+
+def cmd_claims(args) -> None:
+    from .claims import write_claims
+
+    runs, fits = _read(args)
+    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
+    print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
+
+
+def cmd_analyse(args) -> None:
+    """fits.parquet, figures/, tables/ and claims.md of one runs file, in one process."""
+    import time
+
+    from .claims import write_claims
+    from .fits import fit_study, write_fits
+    from .plots import plot_all
+    from .records import read_records
+    from .tables import write_tables
+
+    start = time.perf_counter()
+    out = Path(args.out_dir)
+    runs = read_records(args.runs)
+    fits = fit_study(runs, x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
+                     n_boot_saturating=args.n_boot_saturating)
+    write_fits(fits, out / "fits.parquet")
+    paths = [out / "fits.parquet"]
+    paths += plot_all(runs, fits, out / "figures")
+    paths += write_tables(runs, fits, out / "tables")
+    checks = write_claims(runs, fits, out / "claims.md", n_boot=args.n_boot, ci=args.ci,
+                          seed=args.seed)
+    paths.append(out / "claims.md")
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"{len(runs)} runs, {len(fits)} fits, claims {checks['verdict'].value_counts().to_dict()}"
+          f" in {time.perf_counter() - start:.1f}s")
+
+
+def _fit_options(p) -> None:
+    p.add_argument("--x", default="compute", choices=X_AXES)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--seed", type=int, default=0)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -111,17 +170,40 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit", help="fit power laws to a runs.parquet (or a cached study)")
     p.add_argument("runs", type=Path)
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--x", default="compute", choices=X_AXES)
-    p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--ci", type=float, default=0.95)
-    p.add_argument("--seed", type=int, default=0)
+    _fit_options(p)
+    p.add_argument("--n-boot-saturating", type=int, default=100)
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("plot", help="figures from runs.parquet and fits.parquet")
+    p = sub.add_parser("plot", help="every figure from runs.parquet and fits.parquet")
     p.add_argument("runs", type=Path)
     p.add_argument("fits", type=Path)
     p.add_argument("--out-dir", required=True, type=Path)
+    p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
+                   "tasks in the runs)")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("tables", help="alpha and LRA-style accuracy tables (CSV, Markdown)")
+    p.add_argument("runs", type=Path)
+    p.add_argument("fits", type=Path)
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.set_defaults(func=cmd_tables)
+
+    p = sub.add_parser("claims", help="check the papers' claims; write claims.md")
+    p.add_argument("runs", type=Path)
+    p.add_argument("fits", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_claims)
+
+    p = sub.add_parser("analyse", help="fits, figures, tables and claims of a runs file "
+                       "(e.g. a cached study), without training")
+    p.add_argument("runs", type=Path)
+    p.add_argument("--out-dir", required=True, type=Path)
+    _fit_options(p)
+    p.add_argument("--n-boot-saturating", type=int, default=100)
+    p.set_defaults(func=cmd_analyse)
     return top
 
 

@@ -1,31 +1,67 @@
-"""The fit stage: power laws per (task, arch, prior) from a frame of run records.
+"""The fit stage: every scaling coefficient of a study, as one tidy frame.
 
-alpha_D is the log-log slope of downstream error (1 - test accuracy) against the
-chosen x axis (DESIGN, "Scaling analysis"). Only runs with status "ok" enter a
-fit; a cell with fewer than three sizes gets a status saying so, not a number.
-Torch-free.
+DESIGN "Scaling analysis" (after Tay et al. 2022, "Scaling Laws vs Model
+Architectures"). x is training compute C = train_flops + pretrain_flops by
+default, or non-embedding parameters, or FLOPs per token. One row per fit, its
+`metric` one of:
+
+- ``alpha_U``: upstream loss (held-out masked-token NLL of the `upstream`
+  pretraining runs) against x, per architecture; `form` ``loglog``
+  (y = coef x^-alpha, least squares in log-log space) and ``saturating``
+  (y = E + A x^-alpha, Huber loss on log residuals, Hoffmann et al. 2022
+  approach 3; three parameters, so it needs four sizes).
+- ``alpha_D``: downstream error (1 - test accuracy) against x, per
+  (task, arch, prior); form ``loglog``.
+- ``alpha_UD``: the log-log slope of downstream error against upstream loss of
+  the `upstream`-prior runs across sizes, per (task, arch) (Tay et al.: how much
+  of the upstream gain transfers); its x axis is ``upstream_loss``.
+- ``alpha_D/alpha_U``: alpha_D of the `upstream` prior over the log-log alpha_U of
+  the same architecture, per (task, arch); its interval is the percentile
+  interval of the ratio of the two fits' own bootstrap replicates (the upstream
+  and downstream runs are different runs, so they are resampled independently).
+
+Only runs with status "ok" enter a fit; `n_runs` and `n_failed` count every run
+of the cell. Every coefficient has a percentile-bootstrap interval over runs,
+`n_points`, `n_sizes` and R^2; a cell with fewer than three sizes has a status
+saying so and NaN coefficients. Torch-free.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from .names import X_AXES
 from .records import write_atomic
-from .scaling import fit_loglog
+from .scaling import (
+    MIN_SIZES,
+    _ols,
+    _percentile_ci,
+    _resample,
+    fit_loglog,
+    fit_saturating,
+    transfer_slope,
+)
 
 CELL = ["task", "arch", "prior"]
 TASK_STAGES = ("finetune", "scratch")  # runs on the task; pretraining runs are not
+UPSTREAM_STAGE = "upstream"  # the masked-LM pretraining runs that alpha_U is fitted on
+METRICS = ("alpha_U", "alpha_D", "alpha_UD", "alpha_D/alpha_U")
+COLUMNS = [
+    "task", "arch", "prior", "metric", "form", "x_axis", "n_runs", "n_failed",
+    "alpha", "alpha_low", "alpha_high", "ci", "coef", "E", "A", "r2", "n_points", "n_sizes",
+    "status",
+]
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
     """The x axis: training compute (train + pretrain FLOPs), parameters, or
     FLOPs per token."""
     if x_axis == "compute":
-        return runs["train_flops"] + runs["pretrain_flops"]
+        return runs["train_flops"] + runs["pretrain_flops"].fillna(0.0)
     if x_axis == "params":
         return runs["n_params_nonembed"].astype(float)
     if x_axis == "flops_per_token":
@@ -33,27 +69,136 @@ def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
     raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
 
 
+def task_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs on a task (scratch or finetune), with `error` = 1 - test accuracy."""
+    runs = runs[runs["stage"].isin(TASK_STAGES)]
+    return runs.assign(error=1.0 - runs["test_acc"])
+
+
+def upstream_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The upstream (masked-LM) pretraining runs, one per arch x size."""
+    return runs[runs["stage"] == UPSTREAM_STAGE]
+
+
+def size_order(runs: pd.DataFrame) -> list[str]:
+    """Sizes from smallest to largest by their median non-embedding parameters."""
+    if runs.empty:
+        return []
+    return list(runs.groupby("size")["n_params_nonembed"].median().sort_values().index)
+
+
+def _row(task, arch, prior, metric, form, x_axis, cell: pd.DataFrame, fit: dict) -> dict:
+    return {
+        "task": task, "arch": arch, "prior": prior, "metric": metric, "form": form,
+        "x_axis": x_axis, "n_runs": len(cell), "n_failed": int((cell["status"] != "ok").sum()),
+        **fit,
+    }
+
+
+def _boot_alphas(x, y, n_boot: int, seed: int) -> np.ndarray:
+    """The bootstrap replicates of a log-log alpha, drawn exactly as `fit_loglog`
+    draws them for the same seed (so they are the replicates behind its interval)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log(x[keep]), np.log(y[keep])
+    idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=2)
+    slopes, _ = _ols(lx[idx], ly[idx])
+    return -slopes
+
+
+def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed) -> dict:
+    """alpha_D / alpha_U with the percentile interval of the replicates' ratio."""
+    n_points = fit_u.n_points + fit_d.n_points
+    n_sizes = min(fit_u.n_sizes, fit_d.n_sizes)
+    out = {"alpha": np.nan, "alpha_low": np.nan, "alpha_high": np.nan, "coef": np.nan,
+           "E": np.nan, "A": np.nan, "r2": np.nan, "n_points": n_points, "n_sizes": n_sizes}
+    if fit_u.status != "ok" or fit_d.status != "ok":
+        bad = [f"{name}: {f.status}" for name, f in (("alpha_U", fit_u), ("alpha_D", fit_d))
+               if f.status != "ok"]
+        return {**out, "status": "; ".join(bad)}
+    low = high = np.nan
+    if n_boot > 0:
+        a_u = _boot_alphas(up["x"], up["upstream_loss"], n_boot, seed)
+        a_d = _boot_alphas(down["x"], down["error"], n_boot, seed + 1)
+        n = min(a_u.size, a_d.size)
+        low, high = _percentile_ci(a_d[:n] / a_u[:n], ci)
+    return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
+            "status": "ok"}
+
+
+def _nan_fields(d: dict) -> dict:
+    """A fit's dict completed with the columns its form lacks (NaN)."""
+    return {**{k: np.nan for k in ("coef", "E", "A")}, **d}
+
+
 def fit_study(
     runs: pd.DataFrame, *, x_axis: str = "compute", n_boot: int = 1000, ci: float = 0.95,
-    seed: int = 0,
+    seed: int = 0, n_boot_saturating: int = 100,
 ) -> pd.DataFrame:
-    """One row per (task, arch, prior) with alpha_D, its interval, R^2, points."""
-    runs = runs[runs["stage"].isin(TASK_STAGES)]
-    runs = runs.assign(x=x_values(runs, x_axis), error=1.0 - runs["test_acc"])
-    ok = runs[runs["status"] == "ok"]
-    rows = []
-    for (task, arch, prior), cell in runs.groupby(CELL, sort=True):
-        good = ok.loc[ok.index.intersection(cell.index)]
-        fit = fit_loglog(good["x"].to_numpy(), good["error"].to_numpy(),
-                         sizes=good["size"].to_numpy(), n_boot=n_boot, ci=ci, seed=seed)
-        rows.append({
-            "task": task, "arch": arch, "prior": prior, "metric": "alpha_D", "x_axis": x_axis,
-            "n_runs": len(cell), "n_failed": int((cell["status"] != "ok").sum()),
-            **fit.as_dict(),
-        })
-    return pd.DataFrame(rows)
+    """Every coefficient of the study (see the module docstring), one row per fit.
+
+    `n_boot` resamples for the log-log fits and the ratio; `n_boot_saturating`
+    for the saturating fits, each of whose replicates is an L-BFGS-B refit
+    (~10 ms each, so 100 by default keeps a 13-architecture study in seconds).
+    """
+    if x_axis not in X_AXES:
+        raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
+    tasks = task_runs(runs)
+    tasks = tasks.assign(x=x_values(tasks, x_axis))
+    up = upstream_runs(runs)
+    up = up.assign(x=x_values(up, x_axis))
+    kw = {"ci": ci, "seed": seed}
+    rows: list[dict] = []
+
+    loglog_u: dict[str, tuple] = {}
+    for arch, cell in up.groupby("arch", sort=True):
+        good = cell[cell["status"] == "ok"]
+        args = (good["x"].to_numpy(), good["upstream_loss"].to_numpy(), good["size"].to_numpy())
+        f = fit_loglog(*args, n_boot=n_boot, **kw)
+        loglog_u[arch] = (good, f)
+        rows.append(_row(UPSTREAM_STAGE, arch, UPSTREAM_STAGE, "alpha_U", "loglog", x_axis,
+                         cell, _nan_fields(f.as_dict())))
+        # Three parameters: with three sizes the curve interpolates them (no residual,
+        # a collapsed interval), so the saturating form needs one size more.
+        s = fit_saturating(*args, n_boot=n_boot_saturating, min_sizes=MIN_SIZES + 1, **kw)
+        rows.append(_row(UPSTREAM_STAGE, arch, UPSTREAM_STAGE, "alpha_U", "saturating", x_axis,
+                         cell, _nan_fields(s.as_dict())))
+
+    for (task, arch, prior), cell in tasks.groupby(CELL, sort=True):
+        good = cell[cell["status"] == "ok"]
+        f = fit_loglog(good["x"].to_numpy(), good["error"].to_numpy(),
+                       sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell,
+                         _nan_fields(f.as_dict())))
+        if prior != "upstream":
+            continue
+        t = transfer_slope(good["upstream_loss"].to_numpy(), good["error"].to_numpy(),
+                           sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        rows.append(_row(task, arch, prior, "alpha_UD", "loglog", "upstream_loss", cell,
+                         _nan_fields(t.as_dict())))
+        up_good, f_u = loglog_u.get(arch, (None, None))
+        if f_u is None:
+            f_u = fit_loglog([], [], n_boot=0)  # refused: no upstream runs of this arch
+            up_good = up.iloc[:0]
+        ratio = _ratio(up_good, good, f_u, f, n_boot, ci, seed)
+        rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell, ratio))
+
+    return pd.DataFrame(rows, columns=COLUMNS).assign(ci=ci)
+
+
+def select(fits: pd.DataFrame, metric: str, form: str = "loglog", **where) -> pd.DataFrame:
+    """The rows of one metric (and form), optionally filtered by column values."""
+    mask = (fits["metric"] == metric) & (fits["form"] == form)
+    for column, value in where.items():
+        mask &= fits[column] == value
+    return fits[mask]
 
 
 def write_fits(fits: pd.DataFrame, path: Path) -> None:
     write_atomic(pa.Table.from_pandas(fits, preserve_index=False), path)
 
+
+__all__ = [
+    "CELL", "COLUMNS", "METRICS", "MIN_SIZES", "TASK_STAGES", "fit_study", "select",
+    "size_order", "task_runs", "upstream_runs", "write_fits", "x_values",
+]

@@ -52,7 +52,6 @@ RECORDS = expand(
     seed=GRID["seeds"],
 )
 
-FIGURES = expand(f"{OUT}/figures/error_vs_compute.{{ext}}", ext=["png", "pdf"])
 
 
 def run_spec(wildcards):

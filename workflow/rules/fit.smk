@@ -1,4 +1,6 @@
-# Fit power laws (alpha_D per task x arch x prior) with bootstrap intervals.
+# Fit every scaling coefficient (alpha_U per arch, log-log and saturating; alpha_D per
+# task x arch x prior; alpha_U,D and alpha_D/alpha_U per task x arch) with bootstrap
+# intervals, into one tidy table (a `metric` column).
 
 
 rule fit:

@@ -1,0 +1,14 @@
+"""Check the headline claims of the three papers on a study's run records.
+
+    python analysis/claims.py results/<study>/runs.parquet results/<study>/fits.parquet \
+        --out results/<study>/claims.md
+
+The checks and their decision rules are in scalestudy.claims (torch-free).
+"""
+
+import sys
+
+from scalestudy.claims import main
+
+if __name__ == "__main__":
+    sys.exit(main())

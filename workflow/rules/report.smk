@@ -1,0 +1,27 @@
+# The claim checks and the report. After the workflow has run:
+#   snakemake --report results/{study}/report.html   (same --configfile as the run)
+# embeds every figure, table and claims.md with its caption.
+
+
+report: "../report/workflow.rst"
+
+
+rule claims:
+    input:
+        runs=f"{OUT}/runs.parquet",
+        fits=f"{OUT}/fits.parquet",
+    output:
+        report(
+            f"{OUT}/claims.md",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"claims": "the three papers' headline claims"},
+        ),
+    params:
+        n_boot=config["fit"]["n_boot"],
+        ci=config["fit"]["ci"],
+    log:
+        f"{OUT}/logs/claims.log",
+    shell:
+        "scalestudy claims {input.runs} {input.fits} --out {output}"
+        " --n-boot {params.n_boot} --ci {params.ci} > {log} 2>&1"
