@@ -152,3 +152,9 @@ def test_every_residual_branch_names_its_fixup_weights(arch):
     for branch in branches:
         weights = branch.fixup_weights()
         assert weights and all(id(w) in params for w in weights)
+
+
+def test_non_causal_names_match_the_registry():
+    from scalestudy.names import NON_CAUSAL
+
+    assert tuple(a for a in ARCHS if not ARCHITECTURES[a].causal_ok) == NON_CAUSAL

@@ -196,3 +196,30 @@ def test_every_backbone_pretrains_and_transfers_whole(arch, data_dir, tmp_path):
     state = torch.load(tmp_path / "best.ckpt", weights_only=False)["state_dict"]
     for name, value in model.backbone.state_dict().items():
         torch.testing.assert_close(value, state[f"backbone.{name}"])
+
+
+def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
+    import torch.nn.functional as F
+
+    from scalestudy.models import build_backbone
+    from scalestudy.pretrain import MaskedLM
+    from scalestudy.priors.masking import causal_lm_targets
+
+    spec = PretrainSpec.from_dict({
+        "study": "t", "kind": "spt", "corpus": "listops", "arch": "transformer", "size": "xxs",
+        "seed": 0, "corpus_config": TASK, "train": {**PRETRAIN, "causal": True},
+        "trainer": {"accelerator": "cpu", "threads": 1},
+    })
+    assert run_pretrain(spec, data_dir, tmp_path)["status"] == "ok"
+    # The objective of a causal backbone is the next-token loss, with no masking.
+    data = tasks.load("listops", TASK, data_dir)
+    backbone = build_backbone("transformer", "xxs", len(data.vocab), data.seq_len, causal=True,
+                              token_outputs=True)
+    model = MaskedLM(backbone, spec.train, len(data.vocab), 0.1, None, seed=0).eval()
+    tokens = data.splits["train"][0][:4]
+    loss, _ = model.masked_loss(tokens, torch.Generator().manual_seed(0))
+    real = tokens != 0
+    logits = model.head(backbone(tokens, real).hidden)
+    _, targets = causal_lm_targets(tokens, real)
+    expected = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    torch.testing.assert_close(loss, expected)

@@ -107,6 +107,8 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
         ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),
         ("train: {epochs: 3}", r"'epochs' was unexpected"),
         ("colour: red", r"'colour' was unexpected"),
+        ("grid: {archs: [transformer, funnel]}\ntrain: {causal: true}",
+         r"grid.archs: funnel has no causal mode"),
     ],
 )
 def test_bad_config_stops_before_any_job(workdir, bad, message):

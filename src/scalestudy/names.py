@@ -11,6 +11,9 @@ ARCHITECTURES = (
 )
 PRIORS = ("random", "tfixup", "dtfixup", "spt", "upstream", "scratch_matched")
 TASKS = ("listops",)
+# Architectures whose mechanism has no causal mode (funnel: pooling merges
+# positions t and t+1); the registry and the workflow refuse train.causal there.
+NON_CAUSAL = ("funnel",)
 STAGES = ("upstream", "spt", "finetune", "scratch")
 STATUSES = ("ok", "diverged", "failed")
 NORMS = ("pre", "post", "none")

@@ -9,10 +9,10 @@ with the best validation loss.
   masked token, on the validation split, best checkpoint) is the run's
   `upstream_loss`, the y of alpha_U.
 
-Simplified: the encoders here are bidirectional, so both stages are masked
-denoising; next-token prediction for causal models and masking of pixel inputs
-(LRA Image, Pathfinder) wait for tasks that need them. Masked positions take
-the [MASK] id (Amos et al.; no BERT 80/10/10).
+A causal backbone (`train.causal`) pretrains by next-token prediction instead
+of masked denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
+80/10/10). Not yet: masking of pixel inputs with a mask channel (LRA Image,
+Pathfinder), which waits for those tasks.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from . import tasks
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
-from .priors.masking import IGNORE_INDEX, MASK_RATIOS, mask_tokens
+from .priors.masking import IGNORE_INDEX, MASK_RATIOS, causal_lm_targets, mask_tokens
 from .tasks import upstream
 from .train import (
     StudyModule,
@@ -107,8 +107,11 @@ class MaskedLM(StudyModule):
 
     def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
         real = tokens != self.pad_id
-        inputs, targets = mask_tokens(tokens.cpu(), real.cpu(), self.mask_ratio, self.mask_id,
-                                      self.vocab_size, generator, self.span)
+        if self.backbone.cfg.causal:  # a causal model learns to predict the next token
+            inputs, targets = causal_lm_targets(tokens.cpu(), real.cpu())
+        else:
+            inputs, targets = mask_tokens(tokens.cpu(), real.cpu(), self.mask_ratio,
+                                          self.mask_id, self.vocab_size, generator, self.span)
         inputs, targets = inputs.to(tokens.device), targets.to(tokens.device)
         out = self.backbone(inputs, real)
         logits = self.head(out.hidden)
@@ -152,7 +155,8 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     L.seed_everything(spec.seed, workers=True, verbose=False)
     splits, vocab_size, seq_len = corpus(spec, data_dir)
     bcfg = backbone_config(spec.arch, spec.size, vocab_size, seq_len, norm=cfg.norm,
-                           dropout=cfg.dropout, protocol=cfg.protocol, token_outputs=True)
+                           dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
+                           token_outputs=True)
     model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, spec.mask_ratio,
                      spec.span, spec.seed)
     step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))

@@ -52,6 +52,7 @@ class TrainConfig:
     pooling: str = "mean"
     norm: str = "pre"
     protocol: str = "default"  # which dimension grows with size: default, depth, width
+    causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,7 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
                 f"backbone's max_len {max_len} (upstream.seq_len)"
             )
     bcfg = backbone_config(spec.arch, spec.size, len(data.vocab), max_len, norm=cfg.norm,
-                           dropout=cfg.dropout, protocol=cfg.protocol)
+                           dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
     backbone = backbone_class(spec.arch)(bcfg)
     report: dict = {}
     if spec.prior == "tfixup":

@@ -5,9 +5,18 @@ import os
 
 from snakemake.utils import validate
 
+from scalestudy.names import NON_CAUSAL
 from scalestudy.priors import needs_pretraining
 
 validate(config, "../../config/schema.yaml")
+
+if config["train"]["causal"]:
+    no_causal = [arch for arch in config["grid"]["archs"] if arch in NON_CAUSAL]
+    if no_causal:
+        raise ValueError(
+            f"grid.archs: {', '.join(no_causal)} has no causal mode (train.causal: true); "
+            f"drop it from the grid or set train.causal: false"
+        )
 
 OUT = f"results/{config['study']}"
 GRID = config["grid"]
