@@ -13,7 +13,7 @@ from scalestudy.models.evolved import ConvBranches, EvolvedTransformer
 from scalestudy.models.glu import GatedFeedForward, GLUTransformer
 from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer, TransformerBlock
-from scalestudy.models.universal import UniversalTransformer, timestep_signal
+from scalestudy.models.universal import SIGNAL_SCALE, UniversalTransformer, timestep_signal
 
 from model_checks import MAX_LEN, VOCAB, batch, build, nonembed_params
 
@@ -132,7 +132,7 @@ def test_universal_applies_the_block_depth_times_with_timestep_embedding():
     tokens, mask = batch()
     x = model.embed(tokens)
     for step in range(1, model.cfg.depth + 1):
-        x = model.block(x + timestep_signal(step, x.shape[-1]), mask)
+        x = model.block(x + SIGNAL_SCALE * timestep_signal(step, x.shape[-1]), mask)
     torch.testing.assert_close(model(tokens, mask).hidden, model.final_norm(x))
     signal = timestep_signal(3, 8)  # step 3, first frequency pair: sin(3), cos(3)
     assert torch.allclose(signal[0], torch.tensor(3.0).sin())

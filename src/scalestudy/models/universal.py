@@ -9,6 +9,10 @@ coordinate embedding. Simplified: no ACT (every position takes exactly depth
 steps, the fixed-depth UT of the paper); the position half of the coordinate
 embedding is the learned absolute position embedding, added once at the input
 rather than at every step. Causal mode exists (the block is the vanilla one).
+The signal is scaled by SIGNAL_SCALE, the per-element scale of the standard
+embedding init: at unit amplitude it swamped the token embeddings (std 0.02)
+and the model stayed near chance on ListOps; Tensor2Tensor's UT keeps the two
+commensurate the other way, multiplying the embeddings by sqrt(D).
 
 Compute-matched, not parameter-matched: same depth, width, heads and d_ff as the
 vanilla size, so the same FLOPs per token but about 1/depth of its non-embedding
@@ -32,9 +36,12 @@ from .layers import Embedding, make_norm, standard_init
 from .sizes import shape_for
 from .transformer import TransformerBlock
 
+SIGNAL_SCALE = 0.02  # the standard init's embedding std (layers.standard_init)
+
 
 def timestep_signal(step: int, width: int, device=None, dtype=None) -> torch.Tensor:
-    """Sinusoidal embedding [width] of the recurrence step (interleaved sin/cos)."""
+    """Sinusoidal embedding [width] of the recurrence step (interleaved sin/cos),
+    unit amplitude."""
     j = torch.arange(0, width, 2, device=device, dtype=torch.float32)
     angle = step * torch.exp(-math.log(10000.0) * j / width)
     signal = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten()[:width]
@@ -65,5 +72,6 @@ class UniversalTransformer(nn.Module):
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)
         for step in range(1, self.cfg.depth + 1):
-            x = self.block(x + timestep_signal(step, x.shape[-1], x.device, x.dtype), mask)
+            signal = SIGNAL_SCALE * timestep_signal(step, x.shape[-1], x.device, x.dtype)
+            x = self.block(x + signal, mask)
         return BackboneOutput(self.final_norm(x), mask)
