@@ -3,12 +3,13 @@
     python analysis/claims.py results/<study>/runs.parquet results/<study>/fits.parquet \
         --out results/<study>/claims.md
 
-The checks and their decision rules are in scalestudy.claims (torch-free).
+The same as `scalestudy claims`; the checks and their decision rules are in
+scalestudy.claims (torch-free).
 """
 
 import sys
 
-from scalestudy.claims import main
+from scalestudy.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["claims", *sys.argv[1:]]))

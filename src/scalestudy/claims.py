@@ -1,9 +1,8 @@
 """The headline claims of the three papers, checked on one study's run records.
 
-Usage: python analysis/claims.py RUNS.parquet FITS.parquet --out claims.md
-(or `scalestudy claims`, or `scalestudy analyse`, which call `write_claims`).
-The code lives in the package so that every install has it; analysis/claims.py
-is the script entry point.
+Usage: `scalestudy claims RUNS.parquet FITS.parquet --out claims.md` (also run
+as `python analysis/claims.py ...`), or `scalestudy analyse`; both call
+`write_claims`. The code lives in the package so that every install has it.
 
 Each claim is stated as in its paper, measured on the study with a bootstrap
 interval, and judged by a decision rule fixed here in advance and printed with the
@@ -26,8 +25,6 @@ Torch-free: imports only the analysis modules of scalestudy.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -418,24 +415,3 @@ def write_claims(runs: pd.DataFrame, fits: pd.DataFrame, path: Path, *, n_boot: 
     study = ", ".join(sorted(runs["study"].dropna().unique())) if len(runs) else ""
     write_text_atomic(claims_markdown(checks, study, ci), path)
     return checks
-
-
-def main(argv: list[str] | None = None) -> int:
-    from scalestudy.records import read_records
-
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path)
-    p.add_argument("fits", type=Path)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--ci", type=float, default=0.95)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    checks = write_claims(read_records(args.runs), pd.read_parquet(args.fits), args.out,
-                          n_boot=args.n_boot, ci=args.ci, seed=args.seed)
-    print(checks["verdict"].value_counts().to_string())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
