@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, make_norm, standard_init
+from .layers import Embedding, closing_norm, make_norm, standard_init
 from .sizes import shape_for
 from .transformer import TransformerBlock
 
@@ -67,7 +67,7 @@ class Albert(nn.Module):
             cfg.dropout,
         )
         self.block = TransformerBlock(cfg)  # the one block, applied cfg.depth times
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, make_norm, standard_init
+from .layers import Embedding, FeedForward, Residual, closing_norm, standard_init
 from .sizes import shape_for
 
 
@@ -166,8 +166,7 @@ class ConvolutionEncoder(nn.Module):
         self.blocks = nn.ModuleList(
             ConvBlock(cfg, self.conv, k) for k in cfg.extra["kernel_sizes"]
         )
-        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(init_weights)
 
     @classmethod

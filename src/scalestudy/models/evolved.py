@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, Residual, SelfAttention, closing_norm, make_norm, standard_init
 from .sizes import shape_for
 
 ACTIVATIONS = {"relu": F.relu, "swish": F.silu}
@@ -161,7 +161,7 @@ class EvolvedTransformer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.blocks = nn.ModuleList(EvolvedBlock(cfg) for _ in range(cfg.depth))
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(init_weights)
 
     @staticmethod

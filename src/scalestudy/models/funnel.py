@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
 from .sizes import shape_for
 from .transformer import TransformerBlock
 
@@ -133,7 +133,7 @@ class Funnel(nn.Module):
         self.decoder = nn.ModuleList(
             TransformerBlock(cfg) for _ in range(cfg.extra["decoder_depth"] * cfg.token_outputs)
         )
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

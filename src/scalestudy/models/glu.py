@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, Residual, SelfAttention, closing_norm, standard_init
 from .sizes import shape_for
 
 ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu}
@@ -76,7 +76,7 @@ class GLUTransformer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.blocks = nn.ModuleList(GLUBlock(cfg) for _ in range(cfg.depth))
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

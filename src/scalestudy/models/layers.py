@@ -87,6 +87,12 @@ def make_norm(norm: str, width: int) -> nn.Module:
     return nn.LayerNorm(width) if norm != "none" else nn.Identity()
 
 
+def closing_norm(norm: str, width: int) -> nn.Module:
+    """The LayerNorm after the last block: pre-LN leaves the residual stream
+    unnormalised, post-LN has just normalised it, and no-LN stacks stay LN-free."""
+    return make_norm(norm if norm == "pre" else "none", width)
+
+
 class Residual(nn.Module):
     """A residual branch with the LayerNorm placement of `norm`.
 

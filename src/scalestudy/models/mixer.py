@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import FeedForward, Residual, make_norm, standard_init
+from .layers import FeedForward, Residual, closing_norm, standard_init
 from .sizes import shape_for
 
 
@@ -115,8 +115,7 @@ class Mixer(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.width)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(MixerBlock(cfg) for _ in range(cfg.depth))
-        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
 from .sizes import shape_for
 
 CAUSAL_CHUNK = 128  # positions per chunk of the causal prefix sum
@@ -165,7 +165,7 @@ class Performer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.blocks = nn.ModuleList(PerformerBlock(cfg, i) for i in range(cfg.depth))
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

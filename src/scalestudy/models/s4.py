@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import FeedForward, Residual, make_norm, standard_init
+from .layers import FeedForward, Residual, closing_norm, standard_init
 from .sizes import shape_for
 
 SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
@@ -178,8 +178,7 @@ class S4(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.width)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(S4Block(cfg) for _ in range(cfg.depth))
-        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(init_weights)
 
     @staticmethod

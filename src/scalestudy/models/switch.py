@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
 from .sizes import shape_for
 
 DEFAULTS = {"experts": 4, "capacity_factor": 1.25, "balance_alpha": 0.01}
@@ -133,7 +133,7 @@ class SwitchTransformer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.blocks = nn.ModuleList(SwitchBlock(cfg) for _ in range(cfg.depth))
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, SelfAttention, make_norm, standard_init
+from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
 from .sizes import shape_for
 
 
@@ -38,8 +38,7 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.depth))
-        # Pre-LN leaves the residual stream unnormalised: close it with one LN.
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod

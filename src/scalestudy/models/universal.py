@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, make_norm, standard_init
+from .layers import Embedding, closing_norm, standard_init
 from .sizes import shape_for
 from .transformer import TransformerBlock
 
@@ -58,7 +58,7 @@ class UniversalTransformer(nn.Module):
         self.cfg = cfg
         self.embed = Embedding(cfg.vocab_size, cfg.max_len, cfg.width, cfg.dropout)
         self.block = TransformerBlock(cfg)  # shared across all depth steps
-        self.final_norm = make_norm(cfg.norm if cfg.norm == "pre" else "none", cfg.width)
+        self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(standard_init)
 
     @staticmethod
