@@ -73,6 +73,34 @@ def test_mos_with_one_component_is_a_softmax_of_tanh_projection():
     torch.testing.assert_close(mos(h), expected)
 
 
+def test_mos_init_passes_gradient_like_a_linear_output():
+    """At init the MoS output must not starve the body of gradient: the 0.02 init
+    everywhere gave it a tenth of a linear output's (and slow learning)."""
+    torch.manual_seed(0)
+    width, n_out = 32, 10
+    hidden = torch.randn(256, width, requires_grad=True)
+    targets = torch.randint(0, n_out, (256,))
+    linear = torch.nn.Linear(width, n_out)
+    torch.nn.init.normal_(linear.weight, std=0.02)
+    grads = []
+    for out in (linear, MixtureOfSoftmaxes(width, n_out, n_components=4)):
+        hidden.grad = None
+        F.cross_entropy(out(hidden), targets).backward()
+        grads.append(hidden.grad.norm())
+    assert grads[1] > 0.3 * grads[0]
+
+
+def test_mos_keeps_its_init_inside_the_heads():
+    from scalestudy.models.heads import ClassifierHead
+    from scalestudy.models.lm_head import MaskedLMHead
+
+    backbone = build(MoSTransformer)
+    expected = backbone.cfg.width**-0.5
+    for head in (ClassifierHead(backbone, 10), MaskedLMHead(backbone, VOCAB)):
+        mos = head.out if isinstance(head, ClassifierHead) else head.mos
+        assert mos.latent.weight.std().item() == pytest.approx(expected, rel=0.2)
+
+
 def test_mos_backbone_announces_its_output():
     model = build(MoSTransformer)
     assert MoSTransformer.output == "mos"

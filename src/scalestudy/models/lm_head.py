@@ -62,6 +62,8 @@ class MaskedLMHead(nn.Module):
             self.decoder = nn.Linear(embed_dim, vocab_size)
             self.mos = None
         self.apply(standard_init)  # before tying: it would re-draw the embedding
+        if self.mos is not None:
+            self.mos.reset_parameters()  # MoS keeps its own init (models/mos.py)
         # Tied: the output layer's weight IS the embedding parameter (each layer keeps its bias).
         self.output_layer.weight = table.weight
 

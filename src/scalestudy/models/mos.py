@@ -15,6 +15,12 @@ paper; computed in log space with logsumexp. Simplified: the paper also has
 dropout on the latent h_k (here `dropout`, default 0) and ties W to the input
 embedding; a head that wants tying can assign `mos.decoder.weight`.
 
+Init: Q and P at std 1/sqrt(D) (the scale of PyTorch's default init, which the
+paper's code used), W at the model's 0.02. At 0.02 everywhere the K components
+start identical and three stacked small projections learn slowly: on the
+default ListOps study (250 steps, 3 seeds) test accuracy went from 0.20 / 0.25
+to 0.30 / 0.29 at sizes xs / s, against 0.36 / 0.37 for the vanilla transformer.
+
 Fixup mapping: the body's (attention value/output, both MLP weights); the MoS
 layer is not a residual branch, so it has none.
 """
@@ -41,7 +47,16 @@ class MixtureOfSoftmaxes(nn.Module):
         self.latent = nn.Linear(width, n_components * width)  # P_1 .. P_K, stacked
         self.decoder = nn.Linear(width, n_out)  # W, shared by the components
         self.drop = nn.Dropout(dropout)
-        self.apply(standard_init)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Q and P at 1/sqrt(D), as PyTorch's default init in the paper's code: at the
+        # 0.02 of the rest of the model the three stacked projections start with
+        # near-identical components and learn far slower than a linear output.
+        for layer in (self.prior, self.latent):
+            nn.init.normal_(layer.weight, std=self.width**-0.5)
+        nn.init.zeros_(self.latent.bias)
+        standard_init(self.decoder)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         log_prior = F.log_softmax(self.prior(hidden), dim=-1)  # [..., K]
