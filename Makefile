@@ -27,11 +27,12 @@ lint: $(VENV)/.installed
 
 # Every figure, table and claims.md of a cached study (a collected runs.parquet),
 # without training and without torch: the analysis install (pip install -e .) is enough.
+#   make figures-from-cache                                    -> results/workstation/
 #   make figures-from-cache CACHE=data/cache/<name>.parquet   -> results/<name>/
+CACHE ?= data/cache/workstation.parquet
 # OUT=<dir> writes elsewhere; FIT_ARGS passes options to `scalestudy analyse`
 # (e.g. FIT_ARGS="--x params --n-boot 2000").
 figures-from-cache:
-	@test -n "$(CACHE)" || { echo "usage: make figures-from-cache CACHE=data/cache/<name>.parquet" >&2; exit 2; }
 	scalestudy analyse "$(CACHE)" --out-dir "$(or $(OUT),results/$(basename $(notdir $(CACHE))))" $(FIT_ARGS)
 
 clean:

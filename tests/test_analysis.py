@@ -3,6 +3,7 @@ records whose laws (and so whose answers) are known, and the torch-free paths.""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -14,9 +15,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+import yaml
 
 from scalestudy import claims, plots
-from scalestudy.fits import COLUMNS, fit_study, select
+from scalestudy.fits import COLUMNS, fit_study, select, task_runs
+from scalestudy.names import ARCHITECTURES, PRIORS
+from scalestudy.priors import needs_pretraining
 from scalestudy.records import SCHEMA, SCHEMA_VERSION, read_records, write_frame
 from scalestudy.tables import TABLE_FILES, alpha_markdown, lra_markdown, lra_table, write_tables
 
@@ -489,3 +493,43 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
     assert done.returncode != 0
     assert re.search(r"nope\.parquet", done.stderr + done.stdout)
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- cached study
+
+
+CACHED_STUDIES = ["workstation", "deep_fixup"]
+
+
+def test_every_cached_study_is_named_here():
+    assert sorted(p.stem for p in (ROOT / "data" / "cache").glob("*.parquet")) == sorted(
+        CACHED_STUDIES)
+
+
+@pytest.mark.parametrize("study", CACHED_STUDIES)
+def test_a_committed_cache_holds_its_whole_preset_grid(study):
+    """data/cache/<study>.parquet (what `make figures-from-cache` reads): valid
+    records of every cell of config/studies/<study>.yaml, and of every
+    pretraining stage those cells used."""
+    grid = yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text())["grid"]
+    runs = read_records(ROOT / "data" / "cache" / f"{study}.parquet")
+    assert set(runs["study"]) == {study}
+    cells = task_runs(runs)
+    expected = set(itertools.product(grid["tasks"], grid["archs"], grid["sizes"],
+                                     grid["priors"], grid["seeds"]))
+    assert len(cells) == len(expected)
+    keys = ["task", "arch", "size", "prior", "seed"]
+    assert set(cells[keys].itertuples(index=False, name=None)) == expected
+    stages = {needs_pretraining(prior) for prior in grid["priors"]} - {None}
+    assert set(runs["stage"]) - {"scratch", "finetune"} == stages
+    for stage in stages:
+        pretrained = runs[runs["stage"] == stage]
+        assert set(pretrained[["arch", "size"]].itertuples(index=False, name=None)) == set(
+            itertools.product(grid["archs"], grid["sizes"]))
+
+
+def test_the_workstation_cache_has_every_architecture_and_prior_at_four_sizes():
+    runs = task_runs(read_records(ROOT / "data" / "cache" / "workstation.parquet"))
+    assert set(runs["arch"]) == set(ARCHITECTURES)
+    assert set(runs["prior"]) == set(PRIORS)
+    assert runs["size"].nunique() >= 4  # the saturating fit needs four
