@@ -74,10 +74,7 @@ class Albert(nn.Module):
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         extra = {"embed_dim": min(128, shape.width // 2), **common.pop("extra", {})}
-        return BackboneConfig(
-            arch="albert", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=shape.d_ff, extra=extra, **common,
-        )
+        return BackboneConfig.from_shape("albert", shape, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)

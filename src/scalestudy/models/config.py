@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 NORMS = ("pre", "post", "none")
@@ -30,6 +30,12 @@ class BackboneConfig:
     # backbone that shortens the sequence (funnel) must then upsample back.
     token_outputs: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_shape(cls, arch: str, shape, **fields) -> BackboneConfig:
+        """A config of the size ladder's `shape` (sizes.Shape: depth, width, heads,
+        d_ff); `fields` give the rest and override what the architecture changes."""
+        return cls(arch=arch, **{**asdict(shape), **fields})
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:

@@ -183,10 +183,7 @@ class ConvolutionEncoder(nn.Module):
         ) / shape.depth
         d_ff = max(1, shape.d_ff + round(spare / (2 * d + 1)))
         extra = {"kernel_sizes": kernel_sizes, "weight_dropout": common.get("dropout", 0.0)}
-        return BackboneConfig(
-            arch=cls.arch, depth=shape.depth, width=d, heads=shape.heads, d_ff=d_ff,
-            extra=extra, **common,
-        )
+        return BackboneConfig.from_shape(cls.arch, shape, d_ff=d_ff, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)

@@ -168,9 +168,8 @@ class EvolvedTransformer(nn.Module):
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         extra = {"ffn_activation": "relu", **common.pop("extra", {})}
-        return BackboneConfig(
-            arch="evolved", depth=max(1, shape.depth // 2), width=shape.width,
-            heads=shape.heads, d_ff=shape.d_ff, extra=extra, **common,
+        return BackboneConfig.from_shape(
+            "evolved", shape, depth=max(1, shape.depth // 2), extra=extra, **common
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:

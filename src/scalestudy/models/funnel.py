@@ -146,9 +146,8 @@ class Funnel(nn.Module):
         depth, width = shape.depth, shape.width
         s = math.sqrt(depth / (depth + extra["decoder_depth"]))
         d_ff = round(s * shape.d_ff - 2 * width * (1 - s))
-        return BackboneConfig(
-            arch="funnel", depth=sum(extra["groups"]), width=width, heads=shape.heads,
-            d_ff=max(1, d_ff), extra=extra, **common,
+        return BackboneConfig.from_shape(
+            "funnel", shape, depth=sum(extra["groups"]), d_ff=max(1, d_ff), extra=extra, **common
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:

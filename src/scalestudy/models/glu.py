@@ -83,9 +83,8 @@ class GLUTransformer(nn.Module):
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         extra = {"activation": "gelu", **common.pop("extra", {})}
-        return BackboneConfig(
-            arch="glu", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=glu_hidden_width(shape.d_ff), extra=extra, **common,
+        return BackboneConfig.from_shape(
+            "glu", shape, d_ff=glu_hidden_width(shape.d_ff), extra=extra, **common
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:

@@ -127,9 +127,8 @@ class Mixer(nn.Module):
         attention = 4 * d * d + 4 * d
         token_mixing = 2 * max_len * d_tokens + d_tokens + max_len
         d_ff = max(1, shape.d_ff + round((attention - token_mixing) / (2 * d + 1)))
-        return BackboneConfig(
-            arch="mixer", depth=shape.depth, width=d, heads=shape.heads, d_ff=d_ff,
-            extra={"d_tokens": d_tokens}, **common,
+        return BackboneConfig.from_shape(
+            "mixer", shape, d_ff=d_ff, extra={"d_tokens": d_tokens}, **common
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:

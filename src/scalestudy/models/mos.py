@@ -79,7 +79,4 @@ class MoSTransformer(Transformer):
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         extra = {"mos_components": 4, **common.pop("extra", {})}
-        return BackboneConfig(
-            arch="mos", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=shape.d_ff, extra=extra, **common,
-        )
+        return BackboneConfig.from_shape("mos", shape, extra=extra, **common)

@@ -174,10 +174,7 @@ class Performer(nn.Module):
         shape = shape_for(size, protocol)
         extra = {"features": default_features(shape.width // shape.heads), "feature_seed": 0}
         extra.update(common.pop("extra", {}))
-        return BackboneConfig(
-            arch="performer", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=shape.d_ff, extra=extra, **common,
-        )
+        return BackboneConfig.from_shape("performer", shape, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)

@@ -191,10 +191,7 @@ class S4(nn.Module):
         spare = 4 * d * d + 4 * d - s4d_layer_params(d, d_state, channels)
         d_ff = max(1, shape.d_ff + round(spare / (2 * d + 1)))
         extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3}
-        return BackboneConfig(
-            arch="s4", depth=shape.depth, width=d, heads=shape.heads, d_ff=d_ff,
-            extra=extra, **common,
-        )
+        return BackboneConfig.from_shape("s4", shape, d_ff=d_ff, extra=extra, **common)
 
     def ssm_parameters(self) -> dict[str, nn.Parameter]:
         """The A and dt parameters by name, for their own optimiser group

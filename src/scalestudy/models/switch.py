@@ -142,10 +142,7 @@ class SwitchTransformer(nn.Module):
         extra = {**DEFAULTS, **common.pop("extra", {})}
         # Experts share the vanilla FFN's parameters: d_ff / experts each.
         d_ff = max(1, shape.d_ff // extra["experts"])
-        return BackboneConfig(
-            arch="switch", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=d_ff, extra=extra, **common,
-        )
+        return BackboneConfig.from_shape("switch", shape, d_ff=d_ff, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)

@@ -43,11 +43,7 @@ class Transformer(nn.Module):
 
     @staticmethod
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
-        shape = shape_for(size, protocol)
-        return BackboneConfig(
-            arch="transformer", depth=shape.depth, width=shape.width, heads=shape.heads,
-            d_ff=shape.d_ff, **common,
-        )
+        return BackboneConfig.from_shape("transformer", shape_for(size, protocol), **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)
