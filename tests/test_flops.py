@@ -1,10 +1,12 @@
-"""FLOP counting: torch's flop counter, with its grouped-convolution backward
-and FFTs corrected."""
+"""FLOP counting: torch's flop counter, with attention on every backend, the
+grouped-convolution backward and FFTs corrected."""
 
+import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from scalestudy.flops import count_flops
+from scalestudy.flops import ATTENTION_KERNELS, CORRECTIONS, count_flops
 
 
 def torch_count(step) -> int:
@@ -42,3 +44,74 @@ def test_ffts_are_counted():
     flops = count_flops(lambda: torch.fft.irfft(torch.fft.rfft(x, n=128), n=128))
     assert flops == 2 * 15 * 2.5 * 128 * 7  # two real transforms of length 128
     assert torch_count(lambda: torch.fft.irfft(torch.fft.rfft(x, n=128), n=128)) == 0
+
+
+# A training step of the vanilla transformer, counted against an analytic count
+# written from the architecture: per block four D x D projections, the two MLP
+# weights and the two attention matmuls (QK^T, AV: 2 B T^2 D each); the head's
+# hidden and output layers on the pooled [B, D]; backward = 2 x forward.
+def analytic_transformer_step(size: str, batch: int, length: int, n_classes: int) -> int:
+    from scalestudy.models.sizes import shape_for
+
+    shape = shape_for(size)
+    tokens = batch * length
+    d, d_ff = shape.width, shape.d_ff
+    block = (4 * 2 * tokens * d * d  # query, key, value, out
+             + 2 * 2 * tokens * d * d_ff  # up, down
+             + 2 * 2 * batch * length * length * d)  # QK^T and AV over all heads
+    head = 2 * batch * d * d + 2 * batch * d * n_classes
+    return 3 * (shape.depth * block + head)
+
+
+def transformer_step_flops(size: str, batch: int, length: int, n_classes: int,
+                           causal: bool = False) -> int:
+    from scalestudy.models import backbone_class, backbone_config
+    from scalestudy.models.heads import ClassifierHead
+    from scalestudy.train import Classifier, TrainConfig, flops_per_step
+
+    torch.manual_seed(0)
+    cfg = backbone_config("transformer", size, 20, length, causal=causal)
+    backbone = backbone_class("transformer")(cfg)
+    model = Classifier(backbone, ClassifierHead(backbone, n_classes), TrainConfig(), n_classes)
+    tokens = torch.randint(2, 20, (batch, length))
+    labels = torch.randint(0, n_classes, (batch,))
+    return flops_per_step(model, (tokens, labels))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("size,length", [("xs", 16), ("xs", 128), ("s", 48), ("m", 48),
+                                         ("m", 128)])
+def test_transformer_step_matches_the_analytic_count(size, length, causal):
+    """Within 2%, attention included (on a CPU torch alone counts it as zero:
+    0.80 of this at xs, T = 48). Causal mode counts the full T x T scores."""
+    counted = transformer_step_flops(size, 8, length, 10, causal)
+    analytic = analytic_transformer_step(size, 8, length, 10)
+    assert counted == pytest.approx(analytic, rel=0.02)
+
+
+def test_every_attention_backend_counts_the_same():
+    """CPU flash (the default here) and the unfused math path agree exactly, so
+    a record counted on one backend compares with one counted on another."""
+    q, k, v = (torch.randn(2, 4, 24, 8, requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 24, 24, dtype=torch.bool).tril()
+
+    def step():
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
+
+    fused = count_flops(step)
+    with sdpa_kernel(SDPBackend.MATH):
+        math_path = count_flops(step)
+    assert fused == math_path == 3 * 2 * 2 * (2 * 4 * 24 * 24 * 8)
+
+
+def test_fused_kernel_formulas_cover_forward_and_backward():
+    """Every fused SDPA kernel of this torch build, forward and backward, has our
+    model-FLOP formula (torch's own backward formula adds the recomputed scores)."""
+    shapes = ((2, 4, 24, 8), (2, 4, 24, 8), (2, 4, 24, 8))
+    forward = 2 * 2 * 4 * 24 * 24 * 16
+    kernels = [name for name in ATTENTION_KERNELS if hasattr(torch.ops.aten, name)]
+    assert "_scaled_dot_product_flash_attention_for_cpu" in kernels
+    for name in kernels:
+        assert CORRECTIONS[getattr(torch.ops.aten, name)](*shapes) == forward
+        backward = CORRECTIONS[getattr(torch.ops.aten, f"{name}_backward")]
+        assert backward((2, 4, 24, 8), *shapes) == 2 * forward

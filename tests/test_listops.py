@@ -7,7 +7,7 @@ import pytest
 from scalestudy import tasks
 from scalestudy.tasks import listops
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared/reference/lra_listops"
+REFERENCE = Path(__file__).parent / "data/lra_listops"
 SMALL = listops.ListOpsConfig(n_train=300, n_val=50, n_test=50, max_depth=5, max_args=5,
                               min_length=8, max_length=60, seed=3)
 

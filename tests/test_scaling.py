@@ -24,7 +24,7 @@ from scalestudy.scaling import (
 )
 
 CHINCHILLA_CSV = (
-    Path(__file__).resolve().parents[2] / "shared/reference/chinchilla/svg_extracted_data.csv"
+    Path(__file__).parent / "data/chinchilla/svg_extracted_data.csv"
 )
 
 

@@ -3,7 +3,19 @@
 FLOPs are counted by torch.utils.flop_counter (the matmul, convolution and
 attention kernels an actual step dispatches), not estimated from a whole-model
 formula. Elementwise operations are not counted, as in the usual 6ND
-accounting. Two corrections to torch's per-kernel formulas:
+accounting. Three corrections to torch's per-kernel formulas:
+
+- attention: torch registers only the CUDA kernels of
+  `scaled_dot_product_attention`. On a CPU it dispatches to
+  `_scaled_dot_product_flash_attention_for_cpu` (and its backward), which torch
+  does not count, so QK^T and AV counted as zero. Here every fused backend (CPU
+  flash, flash, memory-efficient, cuDNN, and the overrideable one of other
+  devices) costs 4 B H T_q T_k d forward (QK^T and AV) and twice that backward:
+  model FLOPs, the same on every backend and the same as the unfused math path
+  (whose matmuls torch counts), not the kernel's recomputation of the scores
+  (torch's own backward formula counts it, 2.5x forward). Masked scores count:
+  padding and the causal half of the T x T matrix cost what a dense kernel
+  spends on them (our attention passes a boolean mask, never `is_causal`).
 
 - convolution backward: torch 2.13 ignores `groups` in the weight-gradient
   term, overcounting a depthwise convolution's backward by the channel count
@@ -71,7 +83,42 @@ def fft_c2c_flop(x_shape, dim, normalization, forward, out_shape=None, **kwargs)
     return _fft_flop(x_shape, dim)
 
 
+def _attention_shapes(query_shape, key_shape, value_shape) -> int:
+    """4 B H T_q T_k d: the QK^T and AV matmuls of one attention call."""
+    b, h, t_q, d_qk = query_shape
+    t_k, d_v = key_shape[-2], value_shape[-1]
+    return 2 * b * h * t_q * t_k * (d_qk + d_v)
+
+
+def attention_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return _attention_shapes(query_shape, key_shape, value_shape)
+
+
+def attention_backward_flop(grad_out_shape, query_shape, key_shape, value_shape, *args,
+                            out_shape=None, **kwargs) -> int:
+    """The gradients of QK^T and AV with respect to both operands: twice the forward."""
+    return 2 * _attention_shapes(query_shape, key_shape, value_shape)
+
+
+ATTENTION_KERNELS = ("_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_cudnn_attention",
+                     "_scaled_dot_product_fused_attention_overrideable")
+
+
+def _attention_corrections() -> dict:
+    """Forward and backward of every fused SDPA kernel this torch build has."""
+    corrections = {}
+    for name in ATTENTION_KERNELS:
+        for op, formula in ((name, attention_flop), (f"{name}_backward", attention_backward_flop)):
+            if hasattr(aten, op):
+                corrections[getattr(aten, op)] = formula
+    return corrections
+
+
 CORRECTIONS = {
+    **_attention_corrections(),
     aten.convolution_backward: conv_backward_flop,
     aten._fft_r2c: fft_r2c_flop,
     aten._fft_c2r: fft_c2r_flop,
