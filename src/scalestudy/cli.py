@@ -207,7 +207,23 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# Commands that a warm server (scalestudy.warm) runs when the workflow has one.
+WARM_COMMANDS = {"data", "corpus", "pretrain", "train", "collect", "fit", "plot", "tables",
+                 "claims", "analyse"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in WARM_COMMANDS:
+        from .warm import run_in_server
+
+        code = run_in_server(argv)
+        if code is not None:
+            return code
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         args.func(args)

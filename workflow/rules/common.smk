@@ -19,6 +19,16 @@ if config["train"]["causal"]:
         )
 
 OUT = f"results/{config['study']}"
+
+
+onstart:
+    # Jobs that run on this machine fork from one warm process that has torch,
+    # Lightning and the analysis stack imported (scalestudy.warm), instead of
+    # each paying seconds of imports. Cluster jobs run their command directly.
+    if workflow.local_exec:
+        from scalestudy import warm
+
+        warm.start()
 GRID = config["grid"]
 
 
