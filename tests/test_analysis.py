@@ -18,11 +18,19 @@ import pytest
 import yaml
 
 from scalestudy import claims, plots
-from scalestudy.fits import COLUMNS, fit_study, select, task_runs
+from scalestudy.fits import COLUMNS, HELDOUT_COLUMNS, fit_study, select, task_runs
 from scalestudy.names import ARCHITECTURES, PRIORS
 from scalestudy.priors import needs_pretraining
 from scalestudy.records import SCHEMA, SCHEMA_VERSION, read_records, write_frame
-from scalestudy.tables import TABLE_FILES, alpha_markdown, lra_markdown, lra_table, write_tables
+from scalestudy.tables import (
+    TABLE_FILES,
+    alpha_markdown,
+    heldout_markdown,
+    heldout_table,
+    lra_markdown,
+    lra_table,
+    write_tables,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,6 +207,81 @@ def test_x_axis_is_selectable():
         fit_study(runs, x_axis="tokens")
 
 
+# --------------------------------------------------------------------------- held-out
+
+
+LAWS = [("alpha_U", "loglog"), ("alpha_U", "saturating"), ("alpha_D", "loglog"),
+        ("alpha_UD", "loglog")]
+
+
+def _law_rows(fits) -> pd.DataFrame:
+    return fits[fits["metric"] != "alpha_D/alpha_U"]
+
+
+def test_heldout_prediction_of_laws_that_hold():
+    runs = make_runs(sizes=("xxs", "xs", "s", "m", "l"), priors=("random", "upstream"),
+                     alpha_u={"transformer": 0.2})
+    fits = fit_study(runs, n_boot=100, n_boot_saturating=10)
+    assert set(HELDOUT_COLUMNS) <= set(fits.columns)
+    laws = _law_rows(fits)
+    assert sorted(zip(laws["metric"], laws["form"], strict=True)) == sorted(
+        LAWS + [("alpha_D", "loglog")])  # alpha_D of both priors
+    for _, row in laws.iterrows():
+        where = (row["metric"], row["form"], row["prior"])
+        assert row["heldout_status"] == "ok" and row["heldout_size"] == "l", where
+        # Exact laws: exact predictions (the saturating fit to E = 0 to within 1e-3).
+        for column in ("heldout_rel_error", "heldout_rel_error_low", "heldout_rel_error_high"):
+            assert abs(row[column]) < 1e-3, (where, column)
+        assert row["heldout_pred"] == pytest.approx(
+            row["heldout_obs"] * (1 + row["heldout_rel_error"])), where
+    # The held-out x is the largest size's mean x: its compute (upstream: 1000 N).
+    assert _one(fits, "alpha_U")["heldout_x"] == pytest.approx(1000 * PARAMS["l"])
+    assert _one(fits, "alpha_UD")["heldout_x"] == pytest.approx(
+        runs.loc[(runs["size"] == "l") & (runs["stage"] == "upstream"), "upstream_loss"].iloc[0])
+    ratio = _one(fits, "alpha_D/alpha_U")
+    assert math.isnan(ratio["heldout_rel_error"])
+    assert ratio["heldout_status"] == "not a law: the ratio of two fits"
+    # With noise (1%, three seeds): small error, and an interval around 0.
+    noisy = make_runs(sizes=("xxs", "xs", "s", "m", "l"), seeds=(0, 1, 2), noise=0.01, seed=1)
+    row = _one(fit_study(noisy, n_boot=200), "alpha_D", prior="random")
+    assert abs(row["heldout_rel_error"]) < 0.03
+    assert row["heldout_rel_error_low"] < 0 < row["heldout_rel_error_high"]
+
+
+def test_heldout_prediction_catches_a_largest_size_off_the_law():
+    runs = make_runs(priors=("random", "upstream"), seeds=(0, 1, 2), noise=0.005, seed=2)
+    largest = runs["size"] == "m"
+    off = largest & (runs["prior"] == "random")
+    runs.loc[off, "test_acc"] = 1 - 2 * (1 - runs.loc[off, "test_acc"])  # error doubled
+    runs.loc[largest & (runs["stage"] == "upstream"), "upstream_loss"] /= 2  # loss halved
+    fits = fit_study(runs, n_boot=200, n_boot_saturating=0)
+    worse = _one(fits, "alpha_D", prior="random")  # predicted half the observed error
+    assert worse["heldout_rel_error"] == pytest.approx(-0.5, abs=0.02)
+    assert worse["heldout_rel_error_high"] < 0
+    better = _one(fits, "alpha_U")  # predicted twice the observed loss
+    assert better["heldout_rel_error"] == pytest.approx(1.0, abs=0.05)
+    assert better["heldout_rel_error_low"] > 0
+    # The laws left alone still predict the largest size.
+    assert abs(_one(fits, "alpha_D", prior="upstream")["heldout_rel_error"]) < 0.03
+
+
+def test_heldout_prediction_with_three_sizes_is_refused_with_the_reason():
+    runs = make_runs(sizes=("xxs", "xs", "s"), priors=("random", "upstream"), noise=0.01)
+    fits = fit_study(runs, n_boot=50, n_boot_saturating=0)
+    for _, row in fits.iterrows():
+        for column in HELDOUT_COLUMNS[1:-1]:
+            assert math.isnan(row[column]), (row["metric"], column)
+    laws = _law_rows(fits)
+    assert set(laws["heldout_size"]) == {"s"}
+    assert set(laws.loc[laws["form"] == "loglog", "heldout_status"]) == {
+        "without s: not enough sizes: 2 < 3"}
+    assert _one(fits, "alpha_U", "saturating")["heldout_status"] == (
+        "without s: not enough sizes: 2 < 4")
+    # The tables say why instead of giving a number.
+    assert "n/a (without s: not enough sizes: 2 < 3)" in heldout_markdown(fits)
+    assert heldout_table(fits)["heldout_rel_error"].isna().all()
+
+
 # --------------------------------------------------------------------------- figures
 
 
@@ -317,6 +400,36 @@ def test_tables(study, tmp_path):
     assert row["n_ok"].iloc[0] == 2
     text = (tmp_path / "lra_accuracy.md").read_text()
     assert "## Prior: spt" in text and "| architecture | listops | text | Avg |" in text
+
+    held = pd.read_csv(tmp_path / "heldout.csv")
+    assert set(held["metric"]) == {"alpha_U", "alpha_D", "alpha_UD"}  # the laws, no ratio
+    assert len(held) == 3 * (2 + 2 * 4 + 2)  # archs x (alpha_U forms + tasks x (priors + UD))
+    assert set(held["heldout_status"]) == {"without s: not enough sizes: 2 < 3",
+                                           "without s: not enough sizes: 2 < 4"}
+    text = (tmp_path / "heldout.md").read_text()
+    assert "## Downstream error (text, alpha_D) per architecture and prior" in text
+    assert "| performer | n/a (without s: not enough sizes: 2 < 3) |" in text
+
+
+def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
+    runs = make_runs(archs=("transformer", "s4"), priors=("random", "upstream"),
+                     alpha_u={"transformer": 0.2, "s4": 0.1}, noise=0.01, seed=1)
+    fits = fit_study(runs, n_boot=100, n_boot_saturating=0)
+    md = heldout_markdown(fits)
+    assert re.search(r"\| transformer \| [+-]\d+\.\d% \[[+-]\d+\.\d, [+-]\d+\.\d\] \| n/a "
+                     r"\(without m: not enough sizes: 3 < 4\) \| m \|", md), md
+    assert re.search(r"8 predictions, \d of them below the observed value; median", md)
+    plots.plot_heldout_prediction(runs, fits, tmp_path)
+    fig = drawn["heldout_prediction"]
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert len(titles) == 5  # alpha_U x 2 forms, alpha_D x 2 priors, alpha_U,D
+    assert any("held out m: median |error|" in t for t in titles)
+    assert any("without m: not enough sizes: 3 < 4" in t for t in _texts(fig))
+    # One point per architecture in each panel with predictions, on its own colour.
+    ax = next(ax for ax in fig.axes if ax.get_title().startswith("listops error: αD, random"))
+    points = {ln.get_label(): ln.get_color() for ln in ax.lines
+              if ln.get_label() in ("transformer", "s4")}
+    assert points == {a: plots.arch_style(a)["color"] for a in ("transformer", "s4")}
 
 
 def test_lra_table_marks_missing_and_failed_cells():

@@ -20,6 +20,7 @@ from scalestudy.scaling import (
     fit_chinchilla,
     fit_loglog,
     fit_saturating,
+    heldout_prediction,
     transfer_slope,
 )
 
@@ -246,6 +247,70 @@ def test_transfer_slope_sign_and_value():
     neg = transfer_slope(loss, worse)
     assert neg.alpha == pytest.approx(-0.5, abs=0.1)
     assert neg.alpha_low <= neg.alpha <= neg.alpha_high
+
+
+# --------------------------------------------------------------------------- held-out
+
+
+def _ladder(n_sizes=5, seeds=3, noise=0.0, seed=7):
+    """x, y = 3 x^-0.3 (log-normal noise) and size labels, `seeds` runs per size."""
+    rng = np.random.default_rng(seed)
+    x = np.repeat(np.logspace(6, 10, n_sizes), seeds)
+    y = 3.0 * x**-0.3 * np.exp(rng.normal(0, noise, x.size))
+    return x, y, np.repeat([f"s{i}" for i in range(n_sizes)], seeds)
+
+
+def test_heldout_prediction_of_a_law_that_holds():
+    x, y, sizes = _ladder()
+    exact = heldout_prediction(x, y, sizes, "s4", n_boot=200)
+    assert exact.status == "ok" and exact.size == "s4"
+    assert (exact.x, exact.obs) == (pytest.approx(1e10), pytest.approx(3.0 * 1e10**-0.3))
+    assert exact.pred == pytest.approx(exact.obs, rel=1e-9)
+    assert abs(exact.rel_error) < 1e-9
+    x, y, sizes = _ladder(noise=0.01)
+    noisy = heldout_prediction(x, y, sizes, "s4", n_boot=200)
+    assert abs(noisy.rel_error) < 0.03
+    assert noisy.rel_error_low < 0 < noisy.rel_error_high
+    assert noisy.rel_error_low <= noisy.rel_error <= noisy.rel_error_high
+    assert noisy == heldout_prediction(x, y, sizes, "s4", n_boot=200)  # seeded
+
+
+def test_heldout_prediction_detects_a_broken_law():
+    x, y, sizes = _ladder(noise=0.01)
+    y = np.where(sizes == "s4", 2 * y, y)  # the largest size does twice as badly
+    broken = heldout_prediction(x, y, sizes, "s4", n_boot=200)
+    assert broken.rel_error == pytest.approx(-0.5, abs=0.02)  # (pred - obs) / obs
+    assert broken.rel_error_high < 0
+    better = heldout_prediction(x, np.where(sizes == "s4", y / 4, y), sizes, "s4", n_boot=200)
+    assert better.rel_error == pytest.approx(1.0, abs=0.05) and better.rel_error_low > 0
+
+
+def test_heldout_prediction_needs_three_other_sizes():
+    x, y, sizes = _ladder(n_sizes=3, noise=0.01)
+    few = heldout_prediction(x, y, sizes, "s2", n_boot=50)
+    assert few.status == "without s2: not enough sizes: 2 < 3" and few.size == "s2"
+    assert all(math.isnan(v) for v in (few.x, few.pred, few.obs, few.rel_error,
+                                       few.rel_error_low, few.rel_error_high))
+    assert heldout_prediction(x, y, sizes, "xl").status == "no finished runs of xl"
+    assert list(few.as_dict()) == [
+        "heldout_size", "heldout_x", "heldout_pred", "heldout_obs", "heldout_rel_error",
+        "heldout_rel_error_low", "heldout_rel_error_high", "heldout_status",
+    ]
+    with pytest.raises(ValueError, match="accepted values: loglog, saturating"):
+        heldout_prediction(x, y, sizes, "s2", form="chinchilla")
+
+
+def test_heldout_prediction_of_the_saturating_law():
+    x = np.repeat(np.logspace(15, 20, 6), 2)
+    sizes = np.repeat(list("abcdef"), 2)
+    y = (1.5 + 1e4 * x**-0.3) * np.exp(np.random.default_rng(8).normal(0, 0.002, x.size))
+    sat = heldout_prediction(x, y, sizes, "f", form="saturating", n_boot=20, min_sizes=4)
+    assert sat.status == "ok" and abs(sat.rel_error) < 0.01
+    assert sat.rel_error_low < 0 < sat.rel_error_high
+    # The pure power law misses the floor: it predicts too low a loss.
+    assert heldout_prediction(x, y, sizes, "f", n_boot=0).rel_error < -0.01
+    four = heldout_prediction(x[:8], y[:8], sizes[:8], "d", form="saturating", min_sizes=4)
+    assert four.status == "without d: not enough sizes: 3 < 4"
 
 
 # --------------------------------------------------------------------------- imports

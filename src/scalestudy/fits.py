@@ -23,7 +23,15 @@ default, or non-embedding parameters, or FLOPs per token. One row per fit, its
 Only runs with status "ok" enter a fit; `n_runs` and `n_failed` count every run
 of the cell. Every coefficient has a percentile-bootstrap interval over runs,
 `n_points`, `n_sizes` and R^2; a cell with fewer than three sizes has a status
-saying so and NaN coefficients. Torch-free.
+saying so and NaN coefficients.
+
+Every law (alpha_U in both forms, alpha_D, alpha_U,D) is also validated on the
+size it did not see: the `heldout_*` columns hold the same fit refitted without
+the largest size, its prediction there, that size's mean observed y and the
+relative error (pred - obs) / obs with a bootstrap interval
+(`scaling.heldout_prediction`). It needs three sizes (four for the saturating
+form) besides the one held out; otherwise the columns are NaN and
+`heldout_status` says why. Torch-free.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from .scaling import (
     _resample,
     fit_loglog,
     fit_saturating,
+    heldout_prediction,
     transfer_slope,
 )
 
@@ -55,6 +64,11 @@ COLUMNS = [
     "alpha", "alpha_low", "alpha_high", "ci", "coef", "E", "A", "r2", "n_points", "n_sizes",
     "status",
 ]
+HELDOUT_COLUMNS = [
+    "heldout_size", "heldout_x", "heldout_pred", "heldout_obs", "heldout_rel_error",
+    "heldout_rel_error_low", "heldout_rel_error_high", "heldout_status",
+]
+COLUMNS += HELDOUT_COLUMNS
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
@@ -126,6 +140,24 @@ def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed)
             "status": "ok"}
 
 
+def _no_heldout(status: str) -> dict:
+    return dict.fromkeys(HELDOUT_COLUMNS, np.nan) | {"heldout_size": "", "heldout_status": status}
+
+
+def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot: int,
+             ci: float, seed: int, min_sizes: int = MIN_SIZES) -> dict:
+    """The held-out columns of one law of y against x fitted on the runs `good`:
+    its largest size (by parameters) among the points a fit can use is held out."""
+    usable = good[np.isfinite(good[x]) & np.isfinite(good[y]) & (good[x] > 0) & (good[y] > 0)]
+    order = size_order(usable)
+    if not order:
+        return _no_heldout("no finished runs")
+    return heldout_prediction(
+        good[x].to_numpy(), good[y].to_numpy(), good["size"].to_numpy(), order[-1], form=form,
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=min_sizes,
+    ).as_dict()
+
+
 def _nan_fields(d: dict) -> dict:
     """A fit's dict completed with the columns its form lacks (NaN)."""
     return {**{k: np.nan for k in ("coef", "E", "A")}, **d}
@@ -156,32 +188,38 @@ def fit_study(
         args = (good["x"].to_numpy(), good["upstream_loss"].to_numpy(), good["size"].to_numpy())
         f = fit_loglog(*args, n_boot=n_boot, **kw)
         loglog_u[arch] = (good, f)
+        held = _heldout(good, "x", "upstream_loss", n_boot=n_boot, **kw)
         rows.append(_row(UPSTREAM_STAGE, arch, UPSTREAM_STAGE, "alpha_U", "loglog", x_axis,
-                         cell, _nan_fields(f.as_dict())))
+                         cell, _nan_fields(f.as_dict()) | held))
         # Three parameters: with three sizes the curve interpolates them (no residual,
         # a collapsed interval), so the saturating form needs one size more.
         s = fit_saturating(*args, n_boot=n_boot_saturating, min_sizes=MIN_SIZES + 1, **kw)
+        held = _heldout(good, "x", "upstream_loss", "saturating", n_boot=n_boot_saturating,
+                        min_sizes=MIN_SIZES + 1, **kw)
         rows.append(_row(UPSTREAM_STAGE, arch, UPSTREAM_STAGE, "alpha_U", "saturating", x_axis,
-                         cell, _nan_fields(s.as_dict())))
+                         cell, _nan_fields(s.as_dict()) | held))
 
     for (task, arch, prior), cell in tasks.groupby(CELL, sort=True):
         good = cell[cell["status"] == "ok"]
         f = fit_loglog(good["x"].to_numpy(), good["error"].to_numpy(),
                        sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        held = _heldout(good, "x", "error", n_boot=n_boot, **kw)
         rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell,
-                         _nan_fields(f.as_dict())))
+                         _nan_fields(f.as_dict()) | held))
         if prior != "upstream":
             continue
         t = transfer_slope(good["upstream_loss"].to_numpy(), good["error"].to_numpy(),
                            sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        held = _heldout(good, "upstream_loss", "error", n_boot=n_boot, **kw)
         rows.append(_row(task, arch, prior, "alpha_UD", "loglog", "upstream_loss", cell,
-                         _nan_fields(t.as_dict())))
+                         _nan_fields(t.as_dict()) | held))
         up_good, f_u = loglog_u.get(arch, (None, None))
         if f_u is None:
             f_u = fit_loglog([], [], n_boot=0)  # refused: no upstream runs of this arch
             up_good = up.iloc[:0]
         ratio = _ratio(up_good, good, f_u, f, n_boot, ci, seed)
-        rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell, ratio))
+        rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell,
+                         ratio | _no_heldout("not a law: the ratio of two fits")))
 
     return pd.DataFrame(rows, columns=COLUMNS).assign(ci=ci)
 
@@ -199,6 +237,6 @@ def write_fits(fits: pd.DataFrame, path: Path) -> None:
 
 
 __all__ = [
-    "CELL", "COLUMNS", "METRICS", "MIN_SIZES", "TASK_STAGES", "fit_study", "select",
-    "size_order", "task_runs", "upstream_runs", "write_fits", "x_values",
+    "CELL", "COLUMNS", "HELDOUT_COLUMNS", "METRICS", "MIN_SIZES", "TASK_STAGES", "fit_study",
+    "select", "size_order", "task_runs", "upstream_runs", "write_fits", "x_values",
 ]

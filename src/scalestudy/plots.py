@@ -21,7 +21,9 @@ The figures (docs/analysis.md says what each shows and how it is computed):
   (Xu et al. 2021, DT-Fixup);
 - `downstream_vs_upstream`: downstream error against upstream loss with the
   alpha_U,D fits;
-- `spt_vs_matched`: SPT against the compute-matched control (Amos et al. 2023).
+- `spt_vs_matched`: SPT against the compute-matched control (Amos et al. 2023);
+- `heldout_prediction`: each law's prediction of its held-out largest size
+  against the observed value, with the y = x line.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ NO_DATA = "no finished runs for this panel"
 
 FIGURES = (
     "upstream_loss_vs_compute", "error_vs_compute", "alpha_per_arch", "arch_gap",
-    "loss_vs_depth", "downstream_vs_upstream", "spt_vs_matched",
+    "loss_vs_depth", "downstream_vs_upstream", "spt_vs_matched", "heldout_prediction",
 )
 PER_TASK_FIGURES = ("accuracy_vs_size",)
 
@@ -583,6 +585,72 @@ def plot_spt_vs_matched(runs, fits, out_dir, tasks=None) -> list[Path]:
     return save(fig, out_dir, "spt_vs_matched")
 
 
+def _heldout_panels(fits: pd.DataFrame, tasks) -> list[tuple[str, pd.DataFrame]]:
+    """(title, fits rows) of each panel of `heldout_prediction`: alpha_U in both
+    forms, then per task alpha_D per prior and alpha_U,D."""
+    panels = [(f"upstream loss: αU, {label}", select(fits, "alpha_U", form))
+              for form, label in (("loglog", "log-log"), ("saturating", "saturating"))]
+    down = select(fits, "alpha_D")
+    for task in tasks:
+        panels += [(f"{task} error: αD, {prior}", select(down, "alpha_D", task=task, prior=prior))
+                   for prior in PRIORS if prior in set(down.loc[down["task"] == task, "prior"])]
+        panels.append((f"{task} error vs upstream loss: αU,D",
+                       select(fits, "alpha_UD", task=task)))
+    return [(title, rows) for title, rows in panels if len(rows)]
+
+
+@styled
+def plot_heldout_prediction(runs, fits, out_dir, tasks=None) -> list[Path]:
+    """Each law refitted without its largest size: the prediction there (y) against
+    the observed mean (x), one panel per law (and prior), one point per architecture,
+    bars the 95% bootstrap interval of the prediction. On the diagonal the law
+    predicted the held-out size exactly; below it the size did worse (higher loss or
+    error) than the law predicts. The grey band is +-10%."""
+    panels = _heldout_panels(fits, _tasks(runs, tasks))
+    fig, axes = _panels(max(len(panels), 1), ncols=3, size=(3.6, 3.4))
+    if not panels:
+        axes[0].set_title("held-out prediction")
+        no_data(axes[0], "no fits for this panel")
+        return save(fig, out_dir, "heldout_prediction")
+    for ax, (title, rows) in zip(axes, panels, strict=True):
+        ok = rows[rows["heldout_status"] == "ok"]
+        if ok.empty:
+            ax.set_title(title)
+            no_data(ax, "no prediction:\n" + "\n".join(sorted(set(rows["heldout_status"]))))
+            continue
+        size = "/".join(sorted(set(ok["heldout_size"])))
+        ax.set_title(f"{title}\nheld out {size}: median |error| "
+                     f"{100 * ok['heldout_rel_error'].abs().median():.1f}%")
+        # The prediction's interval: obs * (1 + the relative error's interval ends).
+        ok = ok.assign(low=ok["heldout_obs"] * (1 + ok["heldout_rel_error_low"]),
+                       high=ok["heldout_obs"] * (1 + ok["heldout_rel_error_high"]))
+        values = ok[["heldout_obs", "heldout_pred", "low", "high"]].stack().dropna()
+        lim = np.array([values.min(), values.max()])
+        lim += np.array([-1, 1]) * 0.05 * (lim[1] - lim[0])
+        ax.fill_between(lim, 0.9 * lim, 1.1 * lim, color=NEUTRAL, alpha=0.12, linewidth=0)
+        ax.plot(lim, lim, color=NEUTRAL, linewidth=0.8)
+        rank = {a: i for i, a in enumerate(ARCHITECTURES)}
+        for _, row in ok.sort_values("arch", key=lambda a: a.map(rank)).iterrows():
+            style = arch_style(row["arch"])
+            # Lines, not error bars: a percentile interval need not contain the estimate.
+            ax.vlines(row["heldout_obs"], row["low"], row["high"], color=style["color"])
+            ax.plot(row["heldout_obs"], row["heldout_pred"], linestyle="none",
+                    label=row["arch"], **style)
+        refused = len(rows) - len(ok)
+        if refused:
+            ax.text(0.98, 0.02, f"{refused} without prediction", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=6, color=NEUTRAL)
+        ax.set_xlim(lim)
+        ax.set_ylim(lim)
+        ax.set_aspect("equal")
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.yaxis.set_major_locator(MaxNLocator(4))
+        ax.set_xlabel("observed (mean over runs)")
+        ax.set_ylabel("predicted by the law")
+    _arch_legends(fig, axes)
+    return save(fig, out_dir, "heldout_prediction")
+
+
 def plot_all(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks=None) -> list[Path]:
     """Every figure of `figure_names(tasks)` (tasks: default, those in `runs`)."""
     tasks = _tasks(runs, tasks)
@@ -594,6 +662,7 @@ def plot_all(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks=None) 
         *plot_loss_vs_depth(runs, fits, out_dir),
         *plot_downstream_vs_upstream(runs, fits, out_dir, tasks=tasks),
         *plot_spt_vs_matched(runs, fits, out_dir, tasks=tasks),
+        *plot_heldout_prediction(runs, fits, out_dir, tasks=tasks),
     ]
     for task in tasks:
         paths += plot_accuracy_vs_size(runs, fits, out_dir, task)

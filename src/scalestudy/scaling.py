@@ -11,6 +11,10 @@ Four fits, all with the conventions of DESIGN.md "Scaling analysis":
 - `transfer_slope`: alpha_U,D, the log-log slope of downstream error against
   upstream loss (Tay et al. 2022).
 
+`heldout_prediction` validates a law: it refits the law (log-log or saturating)
+without the largest size and reports the relative error of its prediction of that
+size, with a percentile-bootstrap interval from the same resampling as the fits.
+
 A fit over fewer than `MIN_SIZES` distinct sizes refuses: its status says so and
 every coefficient is NaN, never a number.
 """
@@ -110,6 +114,29 @@ class ChinchillaFit:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class HeldoutPrediction:
+    """A law fitted on every size but one, judged on the size held out.
+
+    rel_error = (pred - obs) / obs: the signed relative error of the law's
+    prediction `pred` at the held-out size's mean x, against that size's mean
+    observed y `obs` (positive: the law predicts too high a loss or error).
+    """
+
+    size: str  # the held-out size ("" when there is none)
+    x: float  # its mean x over runs; NaN unless ok
+    pred: float  # the law's prediction at x; NaN unless ok
+    obs: float  # the mean y of its runs; NaN unless ok
+    rel_error: float  # (pred - obs) / obs; NaN unless ok
+    rel_error_low: float  # bootstrap CI bounds (percentile); NaN unless ok
+    rel_error_high: float
+    status: str  # "ok" or why there is no prediction
+
+    def as_dict(self) -> dict:
+        """A flat row with every name prefixed `heldout_` (the fits table's columns)."""
+        return {f"heldout_{k}": v for k, v in asdict(self).items()}
+
+
 def _refused(cls, n_points: int, n_sizes: int, status: str):
     """A result of `cls` with every coefficient NaN and `status` saying why."""
     counts = {"n_points": n_points, "n_sizes": n_sizes, "status": status}
@@ -185,6 +212,13 @@ def _ols(lx: np.ndarray, ly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return slope, my[..., 0] - slope * mx[..., 0]
 
 
+def _loglog_replicates(lx, ly, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Slopes and intercepts of the bootstrap refits behind `fit_loglog`'s interval:
+    points (runs) resampled with replacement, resamples with one x redrawn."""
+    idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=2)
+    return _ols(lx[idx], ly[idx])
+
+
 def fit_loglog(
     x, y, sizes=None, *, n_boot=1000, ci=0.95, seed=0, min_sizes=MIN_SIZES
 ) -> PowerLawFit:
@@ -205,8 +239,7 @@ def fit_loglog(
     slope, intercept = _ols(lx, ly)
     low = high = np.nan
     if n_boot > 0:
-        idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=2)
-        boot_slopes, _ = _ols(lx[idx], ly[idx])
+        boot_slopes, _ = _loglog_replicates(lx, ly, n_boot, seed)
         # alpha = -slope, so the interval's ends swap.
         low, high = _percentile_ci(-boot_slopes, ci)
     return PowerLawFit(
@@ -374,6 +407,22 @@ def _offset_starts(lx: np.ndarray, ly: np.ndarray, n_e: int = 24) -> np.ndarray:
     return np.column_stack([intercept, np.log(E), -slope])
 
 
+def _saturating_replicates(lx, ly, best, n_boot: int, seed: int, delta: float) -> np.ndarray:
+    """Parameters (a, e, alpha) of the bootstrap refits behind `fit_saturating`'s
+    interval, one row each: points resampled with replacement (resamples with fewer
+    than 3 distinct x redrawn), each refitted from the full-data optimum `best` or
+    the resample's best profile start. `lx` is log x in the fit's units."""
+    n = lx.size
+    idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=3)
+    thetas = np.empty((len(idx), 3))
+    for i, row in enumerate(idx):
+        # A resample is the same points with multiplicities: weight, don't copy.
+        m = _HuberPowerLaw(lx[:, None], ly, delta, weights=np.bincount(row, minlength=n))
+        starts = np.vstack([best, _offset_starts(lx[row], ly[row])])
+        thetas[i] = m.polish(starts, n_polish=1).x
+    return thetas
+
+
 def fit_saturating(
     x, y, sizes=None, *, n_boot=200, ci=0.95, seed=0, delta=1e-3, min_sizes=MIN_SIZES
 ) -> SaturatingFit:
@@ -414,13 +463,7 @@ def fit_saturating(
 
     low = high = np.nan
     if n_boot > 0:
-        idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=3)
-        alphas = np.empty(len(idx))
-        for i, row in enumerate(idx):
-            # A resample is the same points with multiplicities: weight, don't copy.
-            m = _HuberPowerLaw(lx[:, None], ly, delta, weights=np.bincount(row, minlength=n))
-            starts = np.vstack([best, _offset_starts(lx[row], ly[row])])
-            alphas[i] = m.polish(starts, n_polish=1).x[-1]
+        alphas = _saturating_replicates(lx, ly, best, n_boot, seed, delta)[:, -1]
         low, high = _percentile_ci(alphas, ci)
 
     a, e, alpha = best
@@ -435,3 +478,67 @@ def fit_saturating(
         n_sizes=k,
         status="ok",
     )
+
+
+# --------------------------------------------------------------------------- validation
+
+HELDOUT_FORMS = ("loglog", "saturating")
+
+
+def heldout_prediction(
+    x, y, sizes, heldout: str, *, form="loglog", n_boot=1000, ci=0.95, seed=0, delta=1e-3,
+    min_sizes=MIN_SIZES,
+) -> HeldoutPrediction:
+    """Fit the law on every size but `heldout`; predict that size and say how well.
+
+    The law is `fit_loglog` (form "loglog"; alpha_U,D is the same regression of
+    log error on log upstream loss) or `fit_saturating` (form "saturating"), fitted
+    on the points of the other sizes with `min_sizes` required among them. Its
+    prediction at the held-out size's mean x is compared with that size's mean y:
+    rel_error = (pred - obs) / obs. The interval is the percentile interval of the
+    same ratio over the fit's own bootstrap refits (the training runs resampled as
+    the fit's interval resamples them, each refit predicting at the same x), each
+    against a resample of the held-out runs' mean: the law's uncertainty and the
+    held-out seeds' noise together (with one seed, the law's alone).
+    """
+    if form not in HELDOUT_FORMS:
+        raise ValueError(f"form: got {form!r}, accepted values: {', '.join(HELDOUT_FORMS)}")
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    labels = np.asarray(sizes, dtype=object).ravel()
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    test, train = keep & (labels == heldout), keep & (labels != heldout)
+
+    def refused(status: str) -> HeldoutPrediction:
+        return HeldoutPrediction(heldout, *[np.nan] * 6, status)
+
+    if not test.any():
+        return refused(f"no finished runs of {heldout}")
+    train_xy = (x[train], y[train], labels[train])
+    if form == "loglog":
+        fit = fit_loglog(*train_xy, n_boot=0, min_sizes=min_sizes)
+    else:
+        fit = fit_saturating(*train_xy, n_boot=0, delta=delta, min_sizes=min_sizes)
+    if fit.status != "ok":
+        return refused(f"without {heldout}: {fit.status}")
+    x0, obs = float(x[test].mean()), float(y[test].mean())
+    pred = float(fit.predict(x0))
+
+    low = high = np.nan
+    if n_boot > 0:
+        lx, ly = np.log(x[train]), np.log(y[train])
+        if form == "loglog":
+            slopes, intercepts = _loglog_replicates(lx, ly, n_boot, seed)
+            preds = np.exp(intercepts + slopes * np.log(x0))
+        else:
+            # fit_saturating's units: log x centred on its mean over the training points.
+            log_c = lx.mean()
+            best = np.array([np.log(fit.A) - fit.alpha * log_c, np.log(fit.E), fit.alpha])
+            a, e, alpha = _saturating_replicates(lx - log_c, ly, best, n_boot, seed, delta).T
+            preds = np.exp(e) + np.exp(a - alpha * (np.log(x0) - log_c))
+        # The held-out runs are resampled too (seeds), so the interval holds the
+        # noise of the observation as well as the law's.
+        held = y[test]
+        rng = np.random.default_rng(seed + 1)
+        obs_boot = held[rng.integers(0, held.size, (preds.size, held.size))].mean(1)
+        low, high = _percentile_ci(preds / obs_boot - 1, ci)
+    return HeldoutPrediction(heldout, x0, pred, obs, pred / obs - 1, low, high, "ok")

@@ -7,6 +7,10 @@
   Amos et al. 2023, Table 1): test accuracy per architecture and task at the
   largest size with finished runs, mean and standard deviation over seeds, and
   the average over tasks where every task has a value.
+- `heldout`: every law (alpha_U, alpha_D, alpha_U,D) refitted without the largest
+  size and judged on it: the predicted and observed y there and the relative
+  error (pred - obs) / obs with its bootstrap interval (the `heldout_*` columns of
+  `fits.fit_study`).
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .fits import METRICS, size_order, task_runs
+from .fits import HELDOUT_COLUMNS, METRICS, size_order, task_runs
 from .names import ARCHITECTURES, PRIORS
 
 ALPHA_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "alpha", "alpha_low",
                  "alpha_high", "ci", "E", "r2", "n_points", "n_sizes", "n_runs", "n_failed",
                  "status"]
 LRA_COLUMNS = ["prior", "arch", "task", "size", "n_runs", "n_ok", "mean_acc", "std_acc"]
+HELDOUT_LAWS = ("alpha_U", "alpha_D", "alpha_UD")  # the ratio is not a law of y
+HELDOUT_TABLE_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "n_sizes",
+                         *HELDOUT_COLUMNS, "ci"]
 SYMBOLS = {"alpha_U": "alpha_U", "alpha_D": "alpha_D", "alpha_UD": "alpha_U,D",
            "alpha_D/alpha_U": "alpha_D / alpha_U"}
 
@@ -134,6 +141,77 @@ def alpha_markdown(fits: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def heldout_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """The held-out validation of every law, one row per fit (the CSV)."""
+    laws = fits[fits["metric"].isin(HELDOUT_LAWS)]
+    return _order(laws[HELDOUT_TABLE_COLUMNS], ["metric", "task", "arch", "prior", "form"])
+
+
+def fmt_heldout(row) -> str:
+    """'-3.1% [-5.0, +1.2]' (the relative error in percent), or why there is none."""
+    if row["heldout_status"] != "ok":
+        return f"n/a ({row['heldout_status']})"
+    cell = f"{100 * row['heldout_rel_error']:+.1f}%"
+    if np.isnan(row["heldout_rel_error_low"]):
+        return cell
+    return (f"{cell} [{100 * row['heldout_rel_error_low']:+.1f}, "
+            f"{100 * row['heldout_rel_error_high']:+.1f}]")
+
+
+def _arch_rows(wide: pd.DataFrame) -> str:
+    """A frame indexed by architecture as Markdown, rows in the canonical order."""
+    wide = wide.reindex([a for a in ARCHITECTURES if a in wide.index]
+                        + sorted(set(wide.index) - set(ARCHITECTURES)))
+    return markdown(wide.fillna("").reset_index().rename(columns={"arch": "architecture"}))
+
+
+def heldout_markdown(fits: pd.DataFrame) -> str:
+    """The relative error of each law's prediction of its held-out largest size:
+    alpha_U per architecture (both forms), then per task alpha_D (architectures x
+    priors) and alpha_U,D, after a line with the median absolute error."""
+    t = heldout_table(fits)
+    ci = t["ci"].iloc[0] if len(t) else 0.95
+    out = ["# Held-out validation of the laws\n\nEach law refitted without the largest size, "
+           "predicting that size's mean y at its mean x. Each cell: relative error of the "
+           "prediction, (predicted - observed) / observed, in percent [with its "
+           f"{ci:.0%} percentile-bootstrap interval over the training runs]; negative: the "
+           "largest size did worse than the law predicts. n/a with the reason where there "
+           "is no prediction (it needs three sizes besides the held-out one, four for the "
+           "saturating form).\n"]
+    ok = t[t["heldout_status"] == "ok"]
+    if len(ok):
+        out.append(f"{len(ok)} predictions, {(ok['heldout_rel_error'] < 0).sum()} of them "
+                   "below the observed value; median |relative error| "
+                   f"{100 * ok['heldout_rel_error'].abs().median():.1f}%. The interval holds the "
+                   "law's uncertainty and the held-out seeds' noise (none with one seed).\n")
+    t = t.assign(cell=[fmt_heldout(r) for _, r in t.iterrows()])
+
+    up = t[t["metric"] == "alpha_U"]
+    out.append("## Upstream loss (alpha_U) per architecture\n")
+    if up.empty:
+        out.append("No upstream pretraining runs.\n")
+    else:
+        wide = up.pivot(index="arch", columns="form", values="cell")
+        wide = wide.rename(columns={"loglog": "log-log", "saturating": "saturating"})
+        size = up.groupby("arch", sort=False)["heldout_size"].first()
+        out.append(_arch_rows(wide.assign(**{"held out": size})) + "\n")
+
+    down = t[t["metric"] == "alpha_D"]
+    for task, g in down.groupby("task", sort=True):
+        out.append(f"## Downstream error ({task}, alpha_D) per architecture and prior\n")
+        wide = g.pivot(index="arch", columns="prior", values="cell")
+        out.append(_arch_rows(wide[[p for p in PRIORS if p in wide.columns]]) + "\n")
+    if down.empty:
+        out.append("## Downstream error (alpha_D)\n\nNo task runs.\n")
+
+    transfer = t[t["metric"] == "alpha_UD"]
+    if len(transfer):
+        out.append("## Downstream error against upstream loss (alpha_U,D)\n")
+        out.append(_arch_rows(transfer.pivot(index="arch", columns="task", values="cell"))
+                   + "\n")
+    return "\n".join(out)
+
+
 def lra_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (prior, arch, task): test accuracy at the largest size with finished runs."""
     runs_t = task_runs(runs)
@@ -182,7 +260,8 @@ def lra_markdown(table: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-TABLE_FILES = ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md")
+TABLE_FILES = ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md", "heldout.csv",
+               "heldout.md")
 
 
 def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -194,6 +273,8 @@ def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[
         "alpha.md": alpha_markdown(fits),
         "lra_accuracy.csv": lra.to_csv(index=False),
         "lra_accuracy.md": lra_markdown(lra),
+        "heldout.csv": heldout_table(fits).to_csv(index=False),
+        "heldout.md": heldout_markdown(fits),
     }
     paths = []
     for name in TABLE_FILES:

@@ -12,6 +12,7 @@ STUDY_FIGURES = [
     "loss_vs_depth",
     "downstream_vs_upstream",
     "spt_vs_matched",
+    "heldout_prediction",
 ]
 PER_TASK_FIGURES = ["accuracy_vs_size"]
 
@@ -21,7 +22,7 @@ FIGURE_CAPTIONS = {name: name for name in STUDY_FIGURES} | {
 FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in FIGURE_CAPTIONS]
 FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in FIGURE_CAPTIONS]
 TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv",
-                                               "lra_accuracy.md")]
+                                               "lra_accuracy.md", "heldout.csv", "heldout.md")]
 
 
 rule figures:
@@ -67,6 +68,13 @@ rule tables:
             labels={"table": "test accuracy per prior (LRA style)"},
         ),
         f"{OUT}/tables/lra_accuracy.md",
+        report(
+            f"{OUT}/tables/heldout.csv",
+            caption="../report/heldout_prediction.rst",
+            category="Tables",
+            labels={"table": "held-out prediction of the largest size"},
+        ),
+        f"{OUT}/tables/heldout.md",
     log:
         f"{OUT}/logs/tables.log",
     shell:
