@@ -68,16 +68,32 @@ def test_registry_schema_and_names_agree():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_nonembedding_params_track_the_vanilla_ladder(arch):
-    """Within 25% of vanilla at every size; the weight-sharing models
-    (universal, albert) match compute instead: one block's parameters."""
+    """Within 25% of vanilla at every size. Two documented exceptions match
+    compute instead: the weight-sharing models (universal, albert) hold one
+    block's parameters, and switch (FLOP-matched, Fedus et al. 2021) holds
+    `experts` full-size FFNs per block (its FFN parameters grow experts-fold)."""
     cls = ARCHITECTURES[arch]
     for size in SIZES:
-        ratio = nonembed_params(cls, size) / nonembed_params(ARCHITECTURES["transformer"], size)
+        vanilla = nonembed_params(ARCHITECTURES["transformer"], size)
+        ratio = nonembed_params(cls, size) / vanilla
         if arch in ("universal", "albert"):
             depth = cls.config_for(size, vocab_size=17, max_len=16).depth
             assert 0.9 / depth < ratio < 1.15 / depth, (size, ratio)
+        elif arch == "switch":
+            experts = cls.config_for(size, vocab_size=17, max_len=16).extra["experts"]
+            ffn = ffn_params(size)
+            # switch = vanilla + (experts - 1) FFNs + the router, per block.
+            growth = 1 + (nonembed_params(cls, size) - vanilla) / ffn  # FFN(switch) / FFN(vanilla)
+            assert experts / 2 <= growth <= 1.1 * experts, (size, growth)
         else:
             assert 0.75 < ratio < 1.25, (size, ratio)
+
+
+def ffn_params(size: str) -> int:
+    """The vanilla transformer's FFN parameters (every block's MLP branch, biases included)."""
+    with torch.device("meta"):
+        model = build_backbone("transformer", size, 17, 16)
+    return sum(p.numel() for block in model.blocks for p in block.mlp.branch.parameters())
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -54,7 +54,7 @@ def test_tfixup_scales_exactly_the_fixup_weights():
     model = build(depth=3)
     reference = copy.deepcopy(model)
     torch.manual_seed(123)
-    fixup.xavier_init(reference)  # the Xavier values the prior starts from
+    fixup.fixup_init(reference)  # the Xavier and N(0, d^-1/2) values the prior starts from
     torch.manual_seed(123)
     report = fixup.apply_tfixup(model)
 
@@ -68,11 +68,33 @@ def test_tfixup_scales_exactly_the_fixup_weights():
             torch.testing.assert_close(p, ref[name] * report.factor, atol=1e-6, rtol=0)
         elif name.endswith("bias"):
             assert not p.any(), name
-        elif name.startswith("embed."):  # N(0, d^-1/2)
-            assert p.std().item() == pytest.approx(model.cfg.width**-0.5, rel=0.3)
+        elif name.startswith("embed."):  # N(0, d^-1/2), then x (9N)^(-1/4), once
+            torch.testing.assert_close(p, ref[name] * (9 * 3) ** -0.25, atol=1e-6, rtol=0)
         else:  # queries and keys: Xavier, untouched
             assert re.search(r"\.(query|key)\.weight$", name), name
             torch.testing.assert_close(p, ref[name], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"scale_embeddings": False}], ids=["default", "unscaled"])
+def test_tfixup_input_embedding_std(kwargs):
+    """The paper's recipe by default: input tables std d^-1/2 (9N)^(-1/4); without
+    the embedding scaling, d^-1/2."""
+    depth, width = 3, 64
+    model = build(size="s", depth=depth, max_len=64)  # tables 17 x 64 and 64 x 64
+    assert model.cfg.width == width
+    torch.manual_seed(5)
+    fixup.apply_tfixup(model, **kwargs)
+    base, factor = width**-0.5, (9 * depth) ** -0.25  # 0.125, 0.439
+    expected = base * factor if kwargs.get("scale_embeddings", True) else base
+    # 10% is > 4 standard errors of a std over >= 17 x 64 draws, and far from both
+    # mistakes: missing scaling gives 2.28x `expected`, scaling twice 0.44x.
+    wrong = {base, base * factor**2} if expected != base else {base * factor}
+    tables = fixup.input_embeddings(model)
+    assert len(tables) == 2  # tokens and positions
+    for table in tables:
+        std = table.weight.std().item()
+        assert std == pytest.approx(expected, rel=0.1), (table, std, expected)
+        assert all(std != pytest.approx(w, rel=0.1) for w in wrong), (table, std)
 
 
 def test_dtfixup_scales_exactly_and_mu_is_the_max_stack_input_norm():

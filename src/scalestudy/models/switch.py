@@ -12,11 +12,18 @@ returned as `BackboneOutput.aux_loss`. Padding positions are neither routed nor
 counted in `tokens`, f or P.
 
 Faithful: top-1 routing, capacity with dropped tokens, probability-scaled expert
-output, the balancing loss (alpha = 0.01). Simplified / chosen here:
-- Parameter matching (Tay et al. 2022 compare at matched FLOPs): each expert's
-  hidden size is d_ff / experts, so the experts together hold the vanilla FFN's
-  parameters (plus the small router); the non-embedding count tracks vanilla
-  within about 2%, and a token's FFN compute is 1/experts of vanilla's.
+output, the balancing loss (alpha = 0.01), and the sizing, FLOP-matched as in
+the paper and in Tay et al. 2022's comparison: every expert has the ladder's
+full d_ff, so a routed token goes through one FFN of vanilla's size (FLOPs per
+token about vanilla's, plus the D x experts router) while the FFN parameters
+are experts x vanilla's. Switch's non-embedding count is therefore well above
+the ladder's (tests/test_models.py makes it the documented exception; records
+keep n_params and n_params_nonembed, so figures can place it on either axis).
+Simplified / chosen here:
+- Experts run on their kept tokens only (dynamic shapes), not on padded
+  capacity-sized buffers as on TPUs: with capacity factor 1.25 the expert
+  compute is at most one FFN per real token (less when tokens overflow), not
+  1.25 FFNs.
 - Capacity is filled position-major (every sequence's position 0, then position
   1, ...), not in flattened batch order, so a token only competes with tokens at
   earlier positions: this keeps the causal mode exact. Capacity is shared by the
@@ -140,9 +147,9 @@ class SwitchTransformer(nn.Module):
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         extra = {**DEFAULTS, **common.pop("extra", {})}
-        # Experts share the vanilla FFN's parameters: d_ff / experts each.
-        d_ff = max(1, shape.d_ff // extra["experts"])
-        return BackboneConfig.from_shape("switch", shape, d_ff=d_ff, extra=extra, **common)
+        # FLOP-matched (Fedus et al. 2021): every expert has the ladder's full d_ff,
+        # so the FFN parameters grow experts-fold and a token's compute stays vanilla's.
+        return BackboneConfig.from_shape("switch", shape, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.embed(tokens)

@@ -3,7 +3,8 @@
 T-Fixup (Huang et al. 2020, "Improving Transformer Optimization Through Better
 Initialization"): Xavier init, input embeddings N(0, d^-1/2), then the value and
 output projections of every attention branch and both weights of every MLP
-branch scaled by 0.67 N^(-1/4) (the paper's encoder rule).
+branch scaled by 0.67 N^(-1/4) (the paper's encoder rule), and the input
+embeddings scaled by (9N)^(-1/4) (so their std is d^-1/2 (9N)^(-1/4)).
 
 DT-Fixup (Xu et al. 2021, "Optimizing Deeper Transformers on Small Datasets"):
 the same base init; mu = max_j ||x_j|| over the training set, the largest
@@ -32,11 +33,13 @@ Chosen / simplified:
   parameters", but its inputs came from a pre-trained encoder; from scratch we
   give the input embeddings T-Fixup's N(0, d^-1/2), so the two priors differ
   only in the scale factor. Every table of the input embedding (tokens and the
-  learned positions) gets it, so the stack input has per-token norm about
-  sqrt(2) at init.
-- T-Fixup's paper also scales the input embeddings by (9N)^(-1/4), a term of its
-  encoder-decoder analysis; off by default here (encoder-only), on with
-  `apply_tfixup(..., scale_embeddings=True)`.
+  learned positions) gets it, so after step 1 the stack input has per-token
+  norm about sqrt(2) (T-Fixup then scales it by (9N)^(-1/4), below).
+- T-Fixup's input-embedding factor (9N)^(-1/4) comes from the paper's
+  encoder-decoder analysis; we apply it to the encoder-only backbones as the
+  paper's recipe does (the default). `apply_tfixup(..., scale_embeddings=False)`
+  leaves the tables at N(0, d^-1/2), the ablation. DT-Fixup never scales them:
+  its mu is measured on the unscaled tables.
 - Xavier is plain (gain 1) on every projection, the query, key and value ones
   included (fairseq's attention uses gain 1/sqrt(2) for those); grouped (depthwise)
   convolutions, LightConv's softmax kernels and S4D's state-space parameters
@@ -192,11 +195,12 @@ def tfixup_factor(n: int) -> float:
     return TFIXUP_GAIN * n**-0.25
 
 
-def apply_tfixup(backbone: nn.Module, *, scale_embeddings: bool = False) -> FixupReport:
-    """T-Fixup (encoder rule): `fixup_init`, then every fixup weight x 0.67 N^(-1/4).
+def apply_tfixup(backbone: nn.Module, *, scale_embeddings: bool = True) -> FixupReport:
+    """T-Fixup: `fixup_init`, then every fixup weight x 0.67 N^(-1/4) and (the
+    paper's recipe, the default) every input embedding table x (9N)^(-1/4).
 
-    scale_embeddings: also multiply the input embeddings by (9N)^(-1/4), as the
-    paper's encoder-decoder recipe does (see the module docstring).
+    scale_embeddings=False: leave the input embeddings at N(0, d^-1/2), an
+    ablation of the paper's recipe (see the module docstring).
     """
     _require_no_norm(backbone, "tfixup")
     fixup_init(backbone)
