@@ -415,3 +415,17 @@ def test_upstream_files_and_parquet_sources(tmp_path):
         upstream.UpstreamConfig(source="c4")
     with pytest.raises(FileNotFoundError, match="no file matches"):
         upstream.build(upstream.UpstreamConfig(source="files", path=str(tmp_path / "*.nope")))
+
+
+def test_training_never_branches_on_a_prior_name():
+    """What a prior does lives in its object (priors/__init__.py): train.py and
+    pretrain.py call its hooks and name no prior."""
+    from pathlib import Path
+
+    import scalestudy
+
+    package = Path(scalestudy.__file__).parent
+    for module in ("train.py", "pretrain.py"):
+        text = (package / module).read_text()
+        for name in ("random", "tfixup", "dtfixup", "scratch_matched"):
+            assert f'"{name}"' not in text and f"'{name}'" not in text, (module, name)

@@ -33,9 +33,7 @@ from . import __version__, tasks
 from .flops import count_flops, count_params
 from .models import backbone_class, backbone_config
 from .models.heads import ClassifierHead
-from .models.lm_head import token_embedding
-from .priors import fixup, get_prior
-from .priors.transfer import transfer_backbone
+from .priors import get_prior
 from .records import read_records, write_record
 
 
@@ -297,27 +295,13 @@ def provenance(spec, cfg: TrainConfig, hw: TrainerConfig, module: StudyModule,
     }
 
 
-def prior_train_config(spec: RunSpec) -> TrainConfig:
-    """The run's schedule under its prior: the Fixup priors drop LayerNorm and
-    warm-up. (scratch_matched's longer schedule is set in `run`, once the step
-    cost is counted.)"""
-    prior = get_prior(spec.prior)
-    cfg = spec.train
-    if prior.norm is not None:
-        cfg = dataclasses.replace(cfg, norm=prior.norm)
-    if not prior.warmup:
-        cfg = dataclasses.replace(cfg, warmup_steps=0)
-    return cfg
-
-
 def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
                      pretrained: Path | None) -> tuple[Classifier, dict]:
     """The task model under its prior; returns it and the prior's report."""
     prior = get_prior(spec.prior)
+    checkpoint = prior.load(pretrained)
     max_len = data.seq_len
-    checkpoint = None
-    if prior.pretrain:
-        checkpoint = torch.load(pretrained / "best.ckpt", map_location="cpu", weights_only=False)
+    if checkpoint is not None:
         # The pretrained backbone fixes the length (position table, Mixer's
         # token-mixing weights); the task's sequences must fit in it.
         max_len = checkpoint["hyper_parameters"]["max_len"]
@@ -329,19 +313,7 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
     bcfg = backbone_config(spec.arch, spec.size, len(data.vocab), max_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
     backbone = backbone_class(spec.arch)(bcfg)
-    report: dict = {}
-    if spec.prior == "tfixup":
-        report = fixup.apply_tfixup(backbone).as_dict()
-    elif spec.prior == "dtfixup":
-        train_tokens = data.splits["train"][0]
-        report = fixup.dtfixup(backbone, train_tokens.split(256), data.pad_id).as_dict()
-    elif checkpoint is not None:
-        # Upstream pretraining reads bytes, the task its own symbols: the token
-        # table is the one part that cannot transfer, so it stays fresh there.
-        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == len(data.vocab)
-        fresh = () if same_vocab else (token_embedding(backbone),)
-        transfer_backbone(checkpoint["state_dict"], backbone, fresh=fresh)
-        report = {"loaded": str(pretrained / "best.ckpt"), "token_table_fresh": not same_vocab}
+    report = prior.initialise(backbone, data, checkpoint)
     head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
     return Classifier(backbone, head, cfg, data.n_classes, data.pad_id), report
 
@@ -353,8 +325,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     best.ckpt and record.parquet), for spt, upstream and scratch_matched.
     """
     prior = get_prior(spec.prior)
-    if (prior.pretrain or prior.matched_to) and pretrained is None:
-        raise ValueError(f"prior {spec.prior!r} needs the {prior.pretrain or prior.matched_to} "
+    if prior.needs and pretrained is None:
+        raise ValueError(f"prior {spec.prior!r} needs the {prior.needs} "
                          "pretraining directory (--pretrained)")
     pretrained = Path(pretrained) if pretrained else None
     pretrain_record = read_records(pretrained / "record.parquet").iloc[0] if pretrained else None
@@ -364,18 +336,13 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     data = tasks.load(spec.task, spec.task_config, data_dir)
-    cfg = prior_train_config(spec)
+    cfg = prior.schedule(spec.train)
     model, report = build_classifier(spec, cfg, data, pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
     train_tensors = data.splits["train"]
     step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in train_tensors))
-    if prior.matched_to:
-        # As many FLOPs as the matched prior's pretraining plus its finetuning
-        # (the same model and schedule as this run's, so the same step cost).
-        extra = math.ceil(float(pretrain_record["train_flops"]) / step_flops)
-        cfg = dataclasses.replace(cfg, max_steps=cfg.max_steps + extra)
-        model.cfg = cfg
+    cfg = model.cfg = prior.match_compute(cfg, step_flops, pretrain_record)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
     record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len)

@@ -1,8 +1,11 @@
 """Initialisation priors: what a run starts from before it trains on its task.
 
-Each prior is a row of `PRIORS`: the record's stage, the LayerNorm placement it
-forces (the Fixup priors remove LayerNorm), whether it keeps learning-rate
-warm-up, and the pretraining stage it needs:
+Each prior is one object that owns everything it does to a run: the record's
+stage, the schedule it forces (`schedule`: the Fixup priors remove LayerNorm
+and warm-up), the pretraining stage whose checkpoint it loads or whose compute
+it matches, how it initialises the backbone (`initialise`) and how it lengthens
+the schedule (`match_compute`). `train.run` calls these hooks and never asks
+which prior it has, so a new prior is one class here and its tests.
 
 - random: the architecture's own initialisation; pre-LN; warm-up.
 - tfixup: LayerNorm removed, T-Fixup init (Huang et al. 2020); no warm-up.
@@ -13,32 +16,118 @@ warm-up, and the pretraining stage it needs:
   (Tay et al. 2022).
 - scratch_matched: random init trained for as many FLOPs as spt's
   pretraining plus finetuning spent (the compute-matched control of Amos et al.).
+
+This module imports no torch (the workflow reads `needs_pretraining` when it
+builds the DAG); the hooks import what they need.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from .. import names
+
+CHECKPOINT = "best.ckpt"  # the pretraining stage's checkpoint a finetuning run loads
 
 
 @dataclass(frozen=True)
 class Prior:
+    """The random prior, and the hooks every prior has (each a no-op here)."""
+
     name: str
-    stage: str  # the record's stage for the task run
-    norm: str | None  # forced LayerNorm placement; None = the study's train.norm
-    warmup: bool  # keeps the study's learning-rate warm-up
-    pretrain: str | None  # the pretraining stage whose checkpoint it loads
+    stage: str = "scratch"  # the record's stage for the task run
+    norm: str | None = None  # forced LayerNorm placement; None = the study's train.norm
+    warmup: bool = True  # keeps the study's learning-rate warm-up
+    pretrain: str | None = None  # the pretraining stage whose checkpoint it loads
     matched_to: str | None = None  # the pretraining stage whose compute it matches
+
+    @property
+    def needs(self) -> str | None:
+        """The pretraining stage the run depends on (weights or compute)."""
+        return self.pretrain or self.matched_to
+
+    def schedule(self, cfg):
+        """The run's TrainConfig under this prior (LayerNorm placement, warm-up)."""
+        if self.norm is not None:
+            cfg = dataclasses.replace(cfg, norm=self.norm)
+        if not self.warmup:
+            cfg = dataclasses.replace(cfg, warmup_steps=0)
+        return cfg
+
+    def load(self, pretrained: Path | None) -> dict | None:
+        """The pretraining checkpoint this prior starts from (None: none)."""
+        return None
+
+    def initialise(self, backbone, data, checkpoint: dict | None) -> dict:
+        """Initialise `backbone` for `data` (tasks.TaskData); returns a report."""
+        return {}
+
+    def match_compute(self, cfg, step_flops: int, pretrain_record: Any):
+        """The schedule lengthened to the compute this prior must match."""
+        return cfg
+
+
+@dataclass(frozen=True)
+class TFixup(Prior):
+    def initialise(self, backbone, data, checkpoint):
+        from . import fixup
+
+        return fixup.apply_tfixup(backbone).as_dict()
+
+
+@dataclass(frozen=True)
+class DTFixup(Prior):
+    def initialise(self, backbone, data, checkpoint):
+        from . import fixup
+
+        # mu is measured over the whole training split, in chunks.
+        train_tokens = data.splits["train"][0]
+        return fixup.dtfixup(backbone, train_tokens.split(256), data.pad_id).as_dict()
+
+
+@dataclass(frozen=True)
+class Pretrained(Prior):
+    """Finetune every backbone weight from a pretraining stage's best checkpoint."""
+
+    stage: str = "finetune"
+
+    def load(self, pretrained):
+        from .transfer import load_checkpoint
+
+        return load_checkpoint(Path(pretrained) / CHECKPOINT)
+
+    def initialise(self, backbone, data, checkpoint):
+        from ..models.lm_head import token_embedding
+        from .transfer import transfer_backbone
+
+        # Upstream pretraining reads bytes, the task its own symbols: the token
+        # table is the one part that cannot transfer, so it stays fresh there.
+        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == len(data.vocab)
+        fresh = () if same_vocab else (token_embedding(backbone),)
+        transfer_backbone(checkpoint["state_dict"], backbone, fresh=fresh)
+        return {"loaded": self.pretrain, "token_table_fresh": not same_vocab}
+
+
+@dataclass(frozen=True)
+class ComputeMatched(Prior):
+    def match_compute(self, cfg, step_flops, pretrain_record):
+        # As many FLOPs as the matched prior's pretraining plus its finetuning
+        # (the same model and schedule as this run's, so the same step cost).
+        extra = math.ceil(float(pretrain_record["train_flops"]) / step_flops)
+        return dataclasses.replace(cfg, max_steps=cfg.max_steps + extra)
 
 
 PRIORS: dict[str, Prior] = {
-    "random": Prior("random", "scratch", None, True, None),
-    "tfixup": Prior("tfixup", "scratch", "none", False, None),
-    "dtfixup": Prior("dtfixup", "scratch", "none", False, None),
-    "spt": Prior("spt", "finetune", None, True, "spt"),
-    "upstream": Prior("upstream", "finetune", None, True, "upstream"),
-    "scratch_matched": Prior("scratch_matched", "scratch", None, True, None, "spt"),
+    "random": Prior("random"),
+    "tfixup": TFixup("tfixup", norm="none", warmup=False),
+    "dtfixup": DTFixup("dtfixup", norm="none", warmup=False),
+    "spt": Pretrained("spt", pretrain="spt"),
+    "upstream": Pretrained("upstream", pretrain="upstream"),
+    "scratch_matched": ComputeMatched("scratch_matched", matched_to="spt"),
 }
 assert tuple(PRIORS) == names.PRIORS
 
@@ -54,5 +143,4 @@ def get_prior(name: str) -> Prior:
 
 def needs_pretraining(name: str) -> str | None:
     """The pretraining stage a prior's run depends on (weights or compute)."""
-    prior = get_prior(name)
-    return prior.pretrain or prior.matched_to
+    return get_prior(name).needs

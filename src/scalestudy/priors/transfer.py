@@ -28,6 +28,17 @@ PREFIX = "backbone."
 UNUSED_AFTER_PRETRAINING: dict[str, tuple[str, ...]] = {"funnel": ("decoder.",)}
 
 
+def load_checkpoint(path) -> dict:
+    """A Lightning checkpoint, read without executing code from the file
+    (`weights_only`: tensors and plain containers only)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"pretraining checkpoint {path} is missing") from None
+    except Exception as err:  # truncated, corrupt, or holding code
+        raise ValueError(f"pretraining checkpoint {path} cannot be read: {err}") from None
+
+
 def backbone_state(source: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The backbone part of a state dict (or of a Lightning checkpoint dict),
     prefix stripped."""
