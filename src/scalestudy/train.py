@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import subprocess
+import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics.classification import MulticlassAccuracy
@@ -193,11 +196,38 @@ class Classifier(StudyModule):
         self.log("test_acc", self.test_acc)
 
 
+class LogLines(Callback):
+    """One line a person reads at each validation of a fit (step, losses,
+    accuracy), for logs written to files; the progress bar is for terminals."""
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        metrics = ", ".join(f"{name}={float(value):.4f}"
+                            for name, value in sorted(trainer.callback_metrics.items()))
+        print(f"step {trainer.global_step}/{trainer.max_steps}: {metrics}", flush=True)
+
+
+class _NoTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in record.getMessage()
+
+
+def quiet_lightning() -> None:
+    """Drop Lightning's advertising tips and a deprecation warning raised inside
+    Lightning itself: lines in every job log that no user can act on."""
+    logging.getLogger("lightning.pytorch").addFilter(_NoTips())
+    for handler in logging.getLogger("lightning.pytorch").handlers:
+        handler.addFilter(_NoTips())
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+
+
 def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
                  checkpoint: ModelCheckpoint | None = None) -> L.Trainer:
     """The one Trainer factory: hardware from `hw`, history to run_dir/metrics.csv,
     and run_dir/last.ckpt (plus whatever `checkpoint` keeps)."""
     checkpoint = checkpoint or ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)
+    quiet_lightning()
     return L.Trainer(
         accelerator=hw.accelerator,
         devices=hw.devices,
@@ -210,7 +240,8 @@ def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
         deterministic=True,
         logger=CSVLogger(run_dir, name="", version=""),
         log_every_n_steps=max(1, min(10, cfg.val_every)),
-        callbacks=[checkpoint],
+        callbacks=[checkpoint, LogLines()],
+        enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
