@@ -644,5 +644,6 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
 def test_the_workstation_cache_has_every_architecture_and_prior_at_four_sizes():
     runs = task_runs(read_records(ROOT / "data" / "cache" / "workstation.parquet"))
     assert set(runs["arch"]) == set(ARCHITECTURES)
-    assert set(runs["prior"]) == set(PRIORS)
+    # random_noln (the Fixup priors' control) is newer than this cache.
+    assert set(runs["prior"]) == set(PRIORS) - {"random_noln"}
     assert runs["size"].nunique() >= 4  # the saturating fit needs four

@@ -1,5 +1,7 @@
 """Every study preset validates and builds its DAG (snakemake dry run in a
-fresh directory, so results already on disk do not hide the grid)."""
+fresh directory, so results already on disk do not hide the grid); the schema
+and the default study cannot disagree on a default; a study on the LRA release
+stops, naming what to download, when the release is missing."""
 
 import os
 import shutil
@@ -7,22 +9,161 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
+
+from scalestudy.tasks import LRA_ARCHIVE, MissingRelease, check_releases, split_files
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted((ROOT / "config/studies").glob("*.yaml"))
+SCHEMA = yaml.safe_load((ROOT / "config/schema.yaml").read_text())
+DEFAULT_STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+
+def workflow_copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "Snakefile", tmp_path)
+    for name in ("workflow", "config"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def dry_run(workdir: Path, study: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile",
+         f"config/studies/{study}"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def lra_dirs(study: Path) -> list[str]:
+    """The lra_dir of each task the preset reads from the LRA release."""
+    preset = yaml.safe_load(study.read_text())
+    found = []
+    for task in preset["grid"]["tasks"]:
+        cfg = {**DEFAULT_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
+        if cfg["source"] == "lra":
+            found.append(cfg["lra_dir"])
+    return found
+
+
+def write_release(lra_dir: Path) -> None:
+    """A stand-in for the release: the three split files, one example each."""
+    lra_dir.mkdir(parents=True, exist_ok=True)
+    for path in split_files(lra_dir).values():
+        path.write_text("Source\tTarget\n( [MAX 2 9 ] )\t9\n")
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)
 def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
-    shutil.copy(ROOT / "Snakefile", tmp_path)
-    for name in ("workflow", "config"):
-        shutil.copytree(ROOT / name, tmp_path / name)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile",
-         f"config/studies/{study.name}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
+    workdir = workflow_copy(tmp_path)
+    for lra_dir in lra_dirs(study):  # paper: the release is not in the repository
+        write_release(workdir / lra_dir)
+    done = dry_run(workdir, study.name)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "train" in done.stdout and "total" in done.stdout
+
+
+def test_a_study_on_the_lra_release_says_where_to_put_it_when_it_is_missing(tmp_path):
+    study = ROOT / "config/studies/paper.yaml"
+    assert lra_dirs(study) == ["data/lra_release/listops-1000"]
+    done = dry_run(workflow_copy(tmp_path), study.name)
+    assert done.returncode != 0
+    message = " ".join((done.stdout + done.stderr).split())
+    assert "task listops reads the LRA release (tasks.listops.source: lra)" in message
+    assert "data/lra_release/listops-1000" in message
+    assert "basic_train.tsv, basic_val.tsv, basic_test.tsv" in message
+    assert LRA_ARCHIVE in message and "google-research/long-range-arena" in message
+    assert "Job stats" not in message  # stopped before planning any job
+
+
+# --------------------------------------------------------------------------- LRA release
+
+
+def lra_study(lra_dir, tasks=("listops",), source="lra") -> dict:
+    return {"grid": {"tasks": list(tasks)},
+            "tasks": {"listops": {"source": source, "lra_dir": str(lra_dir)}}}
+
+
+def test_check_releases_names_the_task_the_directory_and_the_download(tmp_path):
+    with pytest.raises(MissingRelease) as missing:
+        check_releases(lra_study("lra/listops-1000"), root=tmp_path)
+    message = str(missing.value)
+    assert message.startswith("task listops reads the LRA release")
+    assert f"lra/listops-1000 ({tmp_path / 'lra/listops-1000'}) does not exist" in message
+    assert "basic_train.tsv, basic_val.tsv, basic_test.tsv" in message
+    assert LRA_ARCHIVE in message and "google-research/long-range-arena" in message
+    assert "tasks.listops.lra_dir" in message and "tasks.listops.source: generate" in message
+
+
+def test_check_releases_names_the_missing_files(tmp_path):
+    write_release(tmp_path)
+    (tmp_path / "basic_val.tsv").unlink()
+    with pytest.raises(MissingRelease, match=r"lacks basic_val.tsv\."):
+        check_releases(lra_study(tmp_path))
+
+
+def test_check_releases_passes_a_present_release_and_generated_tasks(tmp_path):
+    write_release(tmp_path / "lra/listops-1000")
+    check_releases(lra_study("lra/listops-1000"), root=tmp_path)
+    check_releases(lra_study(tmp_path / "lra/listops-1000"))  # absolute
+    check_releases(lra_study(tmp_path / "nowhere", source="generate"))
+    check_releases(DEFAULT_STUDY)  # the default study generates its data
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def schema_keys(schema: dict, prefix: str = "") -> dict[str, dict]:
+    """Every key the schema describes, dotted ('train.lr'), with its subschema."""
+    keys = {}
+    for name, sub in schema.get("properties", {}).items():
+        keys[prefix + name] = sub
+        keys.update(schema_keys(sub, f"{prefix}{name}."))
+    return keys
+
+
+def stated_keys(config: dict, prefix: str = "") -> set[str]:
+    keys = set()
+    for name, value in config.items():
+        keys.add(prefix + name)
+        if isinstance(value, dict):
+            keys |= stated_keys(value, f"{prefix}{name}.")
+    return keys
+
+
+def test_defaults_live_in_one_place_the_default_study():
+    """The Snakefile loads config/config.yaml under every study, so a schema
+    default could only ever disagree with it: the schema has none, the default
+    study states every key, and the schema requires every key (so a key
+    dropped from config.yaml is named when the workflow starts)."""
+    keys = schema_keys(SCHEMA)
+    with_default = [key for key, sub in keys.items() if "default" in sub]
+    assert not with_default, (
+        f"config/config.yaml holds the defaults, not the schema: {with_default}")
+    assert stated_keys(DEFAULT_STUDY) == set(keys)
+    for key, sub in [("", SCHEMA), *keys.items()]:
+        if "properties" in sub:
+            assert sorted(sub.get("required", [])) == sorted(sub["properties"]), key or "top"
+    jsonschema.Draft202012Validator(SCHEMA).validate(DEFAULT_STUDY)
+
+
+def test_the_schema_documents_every_key():
+    undocumented = [key for key, sub in schema_keys(SCHEMA).items()
+                    if not sub.get("description", "").strip()]
+    assert not undocumented
+
+
+def test_the_run_dataclasses_default_to_the_default_study():
+    """TrainConfig and TrainerConfig (used when a spec omits a key) hold the
+    default study's values: config/config.yaml stays the one source."""
+    import dataclasses
+
+    from scalestudy.train import TrainConfig, TrainerConfig
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert dataclasses.asdict(TrainConfig()) == config["train"]
+    trainer = dataclasses.asdict(TrainerConfig())
+    # threads: 0 means torch's default outside a workflow, which pins 1 per job.
+    assert {**trainer, "threads": config["trainer"]["threads"]} == config["trainer"]

@@ -427,5 +427,5 @@ def test_training_never_branches_on_a_prior_name():
     package = Path(scalestudy.__file__).parent
     for module in ("train.py", "pretrain.py"):
         text = (package / module).read_text()
-        for name in ("random", "tfixup", "dtfixup", "scratch_matched"):
+        for name in ("random", "random_noln", "tfixup", "dtfixup", "scratch_matched"):
             assert f'"{name}"' not in text and f"'{name}'" not in text, (module, name)

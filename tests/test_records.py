@@ -74,3 +74,43 @@ def test_analysis_modules_import_without_torch():
     code = ("import sys, scalestudy.records, scalestudy.fits, scalestudy.plots, "
             "scalestudy.cli; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test, and restore it afterwards."""
+    import os
+
+    saved = os.umask(0o022)
+    os.umask(saved)
+    yield lambda mask: os.umask(mask)
+    os.umask(saved)
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_atomic_writers_give_files_the_mode_the_umask_allows(tmp_path, umask, mask, mode):
+    """mkstemp makes 0o600 files; results on a shared file system must be
+    readable as the umask says, like the figures open() writes."""
+    import stat
+
+    from scalestudy.fits import write_fits
+    from scalestudy.tables import write_text_atomic
+
+    umask(mask)
+    assert records.current_umask() == mask
+    assert records.default_file_mode() == mode
+    frame = pd.DataFrame(records.validate(example_row()).to_pylist())
+    writers = {
+        "record.parquet": lambda p: records.write_record(example_row(), p),
+        "runs.parquet": lambda p: records.write_frame(frame, p),
+        "fits.parquet": lambda p: write_fits(pd.DataFrame({"alpha": [0.5]}), p),
+        "claims.md": lambda p: write_text_atomic("# claims\n", p),
+    }
+    for name, write in writers.items():
+        path = tmp_path / "out" / name
+        write(path)
+        assert stat.S_IMODE(path.stat().st_mode) == mode, name
+        path.chmod(0o600)  # an older result written 0o600 gets the mode when rewritten
+        write(path)
+        assert stat.S_IMODE(path.stat().st_mode) == mode, name
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(writers)

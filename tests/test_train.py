@@ -18,7 +18,8 @@ def spec(prior="random", **train):
     return RunSpec.from_dict({
         "study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
         "prior": prior, "seed": 7, "task_config": TASK,
-        "train": {"max_steps": 6, "batch_size": 8, "warmup_steps": 2, "val_every": 3, **train},
+        "train": {"max_steps": 6, "batch_size": 8, "warmup_steps": 2, "val_every": 3,
+                  "protocol": "default", **train},
         "trainer": {"accelerator": "cpu", "threads": 1},
     })
 
@@ -78,7 +79,8 @@ def test_unknown_train_key_names_the_field():
 
 # Priors: the Fixup initialisations, and runs that start from a pretraining stage.
 
-PRETRAIN = {"max_steps": 4, "batch_size": 8, "warmup_steps": 1, "val_every": 2}
+PRETRAIN = {"protocol": "default", "max_steps": 4, "batch_size": 8, "warmup_steps": 1,
+            "val_every": 2}
 
 
 def pretrain(kind, corpus_config, data_dir, out_dir):
@@ -114,7 +116,7 @@ def upstream_dir(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("prior", ["tfixup", "dtfixup"])
+@pytest.mark.parametrize("prior", ["tfixup", "dtfixup", "random_noln"])
 def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     record = run(spec(prior=prior), data_dir, tmp_path / "run")
     assert record["status"] == "ok" and record["stage"] == "scratch"

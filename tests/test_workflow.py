@@ -26,7 +26,7 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def workdir(tmp_path):
-    for name in ("Snakefile", "workflow", "config"):
+    for name in ("Snakefile", "workflow", "config", "profiles"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     return tmp_path
@@ -95,13 +95,15 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "train" in done.stdout and "total" in done.stdout
     assert not (workdir / "results").exists()
+    # The workflow profile (keep-going, rerun-incomplete) is loaded by a plain run.
+    assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
     "bad, message",
     [
         ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer', 'glu'"),
-        ("grid: {priors: [magic]}", r"'magic' is not one of \['random', 'tfixup'"),
+        ("grid: {priors: [magic]}", r"'magic' is not one of \['random', 'random_noln', 'tfixup'"),
         ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
         ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),
         ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),

@@ -330,7 +330,8 @@ def dtfixup_trains_deep(runs: pd.DataFrame, **boot) -> list[Check]:
         source=f"{XU}, abstract and §3-4 (DT-Fixup; deep models trained without warm-up "
                "or LayerNorm on small data)",
         rule="At the deepest depth with both dtfixup runs and LayerNorm-free runs of the "
-             "standard initialisation (prior random with norm none): does not hold if any "
+             "standard initialisation (prior random_noln, or random with train.norm: none): "
+             "does not hold if any "
              "dtfixup run diverged or failed; holds if every dtfixup run finished and every "
              "standard run diverged or failed; otherwise compares test accuracy, dtfixup "
              f"minus standard. {CONTRAST_RULE}",
@@ -339,14 +340,15 @@ def dtfixup_trains_deep(runs: pd.DataFrame, **boot) -> list[Check]:
     checks = []
     for (task, arch), r in _by_task_arch(runs_t):
         dt = r[r["prior"] == "dtfixup"]
-        std = r[(r["prior"] == "random") & (r["norm"] == "none")]
+        standard = (r["prior"] == "random_noln") | (r["prior"].eq("random") & r["norm"].eq("none"))
+        std = r[standard].assign(prior="standard")
         if dt.empty:
             continue
         if std.empty:
             checks.append(Check(**base, scope=f"{task} / {arch}", verdict=NO_DATA,
                                 measurement="no LayerNorm-free runs of the standard "
-                                            "initialisation (prior random with train.norm: "
-                                            "none) to compare with"))
+                                            "initialisation (prior random_noln) to compare "
+                                            "with"))
             continue
         depths = set(dt["depth"]) & set(std["depth"])
         if not depths:
@@ -364,8 +366,8 @@ def dtfixup_trains_deep(runs: pd.DataFrame, **boot) -> list[Check]:
             verdict = HOLDS
         else:
             c = contrast(pd.concat([dt_d, std_d]),
-                         {"dtfixup": ({"prior": "dtfixup"}, 1), "standard": ({"prior": "random"},
-                                                                              -1)}, **boot)
+                         {"dtfixup": ({"prior": "dtfixup"}, 1),
+                          "standard": ({"prior": "standard"}, -1)}, **boot)
             text += "; " + _contrast_text(c, "accuracy dtfixup - standard")
             verdict = _contrast_verdict(c)
         checks.append(Check(**base, scope=f"{task} / {arch}", measurement=text, verdict=verdict))

@@ -127,82 +127,129 @@ def cmd_analyse(args) -> None:
           f" in {time.perf_counter() - start:.1f}s")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: ...)" to each option's help, except where there is no
+    default to show: required options, and options whose absence (None) their
+    help describes."""
+
+    def _get_help_string(self, action):
+        if action.required or action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 def _fit_options(p) -> None:
-    p.add_argument("--x", default="compute", choices=X_AXES)
-    p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--ci", type=float, default=0.95)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--x", default="compute", choices=X_AXES,
+                   help="the x axis of every fit: compute (training plus pretraining FLOPs), "
+                   "params (non-embedding parameters) or flops_per_token")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap resamples of each log-log fit and of alpha_D/alpha_U "
+                   "(and, in analyse, of each claim's interval)")
+    p.add_argument("--ci", type=float, default=0.95,
+                   help="coverage of the bootstrap confidence intervals")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="scalestudy", description=__doc__)
+    top = argparse.ArgumentParser(prog="scalestudy", description=__doc__,
+                                  formatter_class=_HelpFormatter)
     sub = top.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("data", help="prepare a task's split files")
-    p.add_argument("--task", required=True)
-    p.add_argument("--config", required=True, help="the task's config as JSON")
-    p.add_argument("--out-dir", required=True, type=Path)
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=summary,
+                              formatter_class=_HelpFormatter)
+
+    runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
+    fits_help = "the fits.parquet of the same runs (scalestudy fit)"
+
+    p = command("data", "prepare a task's split files")
+    p.add_argument("--task", required=True, help="the task to prepare (a name of grid.tasks)")
+    p.add_argument("--config", required=True,
+                   help="the task's config as JSON (its tasks.<task> section of the study)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory to write basic_train.tsv, basic_val.tsv and basic_test.tsv "
+                   "into")
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("train", help="train one grid cell and write its run record")
+    p = command("train", "train one grid cell and write its run record")
     p.add_argument("--spec", required=True, help="the run spec as JSON (train.RunSpec)")
-    p.add_argument("--data-dir", required=True, type=Path)
-    p.add_argument("--run-dir", required=True, type=Path)
-    p.add_argument("--pretrained", type=Path, help="the pretraining stage's directory")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="the task's prepared split files (scalestudy data --out-dir)")
+    p.add_argument("--run-dir", required=True, type=Path,
+                   help="directory for the run's metrics.csv, last.ckpt and record.parquet "
+                   "(written last)")
+    p.add_argument("--pretrained", type=Path,
+                   help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
+                   "upstream load its checkpoint, scratch_matched matches its compute; omitted "
+                   "(the default) for the priors that need no pretraining")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("pretrain", help="pretrain one backbone (spt or upstream)")
-    p.add_argument("--spec", required=True, help="the pretraining spec as JSON")
-    p.add_argument("--data-dir", required=True, type=Path)
-    p.add_argument("--out-dir", required=True, type=Path)
+    p = command("pretrain", "pretrain one backbone (spt or upstream)")
+    p.add_argument("--spec", required=True,
+                   help="the pretraining spec as JSON (pretrain.PretrainSpec)")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="the corpus: the task's prepared split files (spt) or the upstream "
+                   "corpus (upstream; scalestudy corpus --out-dir)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
     p.set_defaults(func=cmd_pretrain)
 
-    p = sub.add_parser("corpus", help="prepare the upstream corpus")
-    p.add_argument("--config", required=True, help="the upstream config as JSON")
-    p.add_argument("--out-dir", required=True, type=Path)
+    p = command("corpus", "prepare the upstream corpus")
+    p.add_argument("--config", required=True,
+                   help="the upstream config as JSON (the study's upstream section)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory to write train.pt, val.pt, test.pt and manifest.json into")
     p.set_defaults(func=cmd_corpus)
 
-    p = sub.add_parser("collect", help="validate run records into one runs.parquet")
-    p.add_argument("records", nargs="*", type=Path)
-    p.add_argument("--out", required=True, type=Path)
+    p = command("collect", "validate run records into one runs.parquet")
+    p.add_argument("records", nargs="*", type=Path,
+                   help="the run records (record.parquet files) to validate and concatenate")
+    p.add_argument("--out", required=True, type=Path, help="the runs.parquet to write")
     p.set_defaults(func=cmd_collect)
 
-    p = sub.add_parser("fit", help="fit power laws to a runs.parquet (or a cached study)")
-    p.add_argument("runs", type=Path)
-    p.add_argument("--out", required=True, type=Path)
+    p = command("fit", "fit power laws to a runs.parquet (or a cached study)")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("--out", required=True, type=Path, help="the fits.parquet to write")
     _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=100)
+    p.add_argument("--n-boot-saturating", type=int, default=100,
+                   help="bootstrap resamples of each saturating fit (each is a refit)")
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("plot", help="every figure from runs.parquet and fits.parquet")
-    p.add_argument("runs", type=Path)
-    p.add_argument("fits", type=Path)
-    p.add_argument("--out-dir", required=True, type=Path)
+    p = command("plot", "every figure from runs.parquet and fits.parquet")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the figures (PNG and PDF)")
     p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
                    "tasks in the runs)")
     p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("tables", help="alpha and LRA-style accuracy tables (CSV, Markdown)")
-    p.add_argument("runs", type=Path)
-    p.add_argument("fits", type=Path)
-    p.add_argument("--out-dir", required=True, type=Path)
+    p = command("tables", "alpha and LRA-style accuracy tables (CSV, Markdown)")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the tables (CSV and Markdown)")
     p.set_defaults(func=cmd_tables)
 
-    p = sub.add_parser("claims", help="check the papers' claims; write claims.md")
-    p.add_argument("runs", type=Path)
-    p.add_argument("fits", type=Path)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--ci", type=float, default=0.95)
-    p.add_argument("--seed", type=int, default=0)
+    p = command("claims", "check the papers' claims; write claims.md")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out", required=True, type=Path, help="the claims.md to write")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap resamples of each claim's interval")
+    p.add_argument("--ci", type=float, default=0.95,
+                   help="coverage of the bootstrap confidence intervals")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
     p.set_defaults(func=cmd_claims)
 
-    p = sub.add_parser("analyse", help="fits, figures, tables and claims of a runs file "
-                       "(e.g. a cached study), without training")
-    p.add_argument("runs", type=Path)
-    p.add_argument("--out-dir", required=True, type=Path)
+    p = command("analyse", "fits, figures, tables and claims of a runs file "
+                "(e.g. a cached study), without training")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for fits.parquet, figures/, tables/ and claims.md")
     _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=100)
+    p.add_argument("--n-boot-saturating", type=int, default=100,
+                   help="bootstrap resamples of each saturating fit (each is a refit)")
     p.set_defaults(func=cmd_analyse)
     return top
 

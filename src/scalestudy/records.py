@@ -111,13 +111,42 @@ def validate(row: dict) -> pa.Table:
     return _check(pa.Table.from_pylist([row], schema=SCHEMA), "record")
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it
+    (/proc/self/status); elsewhere set to 0o077 for an instant and restored, so
+    a file another thread creates meanwhile gets fewer permissions, never more."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """The mode open() gives a new file: 0o666 less the umask (0o644 under the
+    usual 0o022, 0o640 under 0o027).
+
+    tempfile.mkstemp creates its file 0o600 whatever the umask, so every writer
+    that renames a temporary file into place sets this mode on it first:
+    results on a shared file system are then readable as the umask allows.
+    """
+    return 0o666 & ~current_umask()
+
+
 def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write Parquet to a temporary file beside `path`, then rename over it."""
+    """Write Parquet to a temporary file beside `path`, then rename over it
+    (with the mode a new file gets under the umask, not mkstemp's 0o600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        os.chmod(tmp, default_file_mode())
         pq.write_table(table, tmp)
         os.replace(tmp, path)
     except BaseException:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from .fits import HELDOUT_COLUMNS, METRICS, size_order, task_runs
 from .names import ARCHITECTURES, PRIORS
+from .records import default_file_mode
 
 ALPHA_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "alpha", "alpha_low",
                  "alpha_high", "ci", "E", "r2", "n_points", "n_sizes", "n_runs", "n_failed",
@@ -37,13 +38,15 @@ SYMBOLS = {"alpha_U": "alpha_U", "alpha_D": "alpha_D", "alpha_UD": "alpha_U,D",
 
 
 def write_text_atomic(text: str, path: Path) -> None:
-    """Write text to a temporary file beside `path`, then rename over it."""
+    """Write text to a temporary file beside `path`, then rename over it
+    (with the mode a new file gets under the umask, not mkstemp's 0o600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -7,8 +7,11 @@ from snakemake.utils import validate
 
 from scalestudy.names import NON_CAUSAL
 from scalestudy.priors import needs_pretraining
+from scalestudy.tasks import check_releases
 
 validate(config, "../../config/schema.yaml")
+# A task read from LRA's release (source: lra) needs its files before any job.
+check_releases(config)
 
 if config["train"]["causal"]:
     no_causal = [arch for arch in config["grid"]["archs"] if arch in NON_CAUSAL]

@@ -8,6 +8,8 @@ the schedule (`match_compute`). `train.run` calls these hooks and never asks
 which prior it has, so a new prior is one class here and its tests.
 
 - random: the architecture's own initialisation; pre-LN; warm-up.
+- random_noln: the same initialisation with LayerNorm removed and no warm-up:
+  the recipe the Fixup priors repair, their control (Xu et al. 2021).
 - tfixup: LayerNorm removed, T-Fixup init (Huang et al. 2020); no warm-up.
 - dtfixup: LayerNorm removed, DT-Fixup init (Xu et al. 2021); no warm-up.
 - spt: finetune from self-pretraining on the task's own train split
@@ -123,6 +125,7 @@ class ComputeMatched(Prior):
 
 PRIORS: dict[str, Prior] = {
     "random": Prior("random"),
+    "random_noln": Prior("random_noln", norm="none", warmup=False),
     "tfixup": TFixup("tfixup", norm="none", warmup=False),
     "dtfixup": DTFixup("dtfixup", norm="none", warmup=False),
     "spt": Pretrained("spt", pretrain="spt"),

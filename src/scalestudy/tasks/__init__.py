@@ -34,6 +34,51 @@ def split_files(data_dir: Path) -> dict[str, Path]:
     return {split: Path(data_dir) / f"basic_{split}.tsv" for split in listops.SPLITS}
 
 
+LRA_ARCHIVE = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
+LRA_REPOSITORY = "https://github.com/google-research/long-range-arena"
+
+
+class MissingRelease(FileNotFoundError):
+    """A task of the grid reads a release (`source: lra`) that is not on disk."""
+
+
+def check_releases(config: dict, root: Path | str = ".") -> None:
+    """Refuse a study whose grid has a task that reads LRA's release
+    (`tasks.<task>.source: lra`) when its files are not in `lra_dir`.
+
+    Called by the workflow right after config validation, so a study that
+    needs the release stops with one message before planning its jobs.
+    A relative `lra_dir` is taken relative to `root` (the workflow's working
+    directory).
+    """
+    problems = []
+    for task in config["grid"]["tasks"]:
+        cfg = config["tasks"].get(task, {})
+        if cfg.get("source") != "lra":
+            continue
+        lra_dir = Path(cfg.get("lra_dir") or listops.ListOpsConfig.lra_dir)
+        where = lra_dir if lra_dir.is_absolute() else Path(root) / lra_dir
+        missing = [path.name for path in split_files(where).values() if not path.is_file()]
+        if not missing:
+            continue
+        state = ("does not exist" if not where.is_dir()
+                 else f"lacks {', '.join(missing)}")
+        names = ", ".join(path.name for path in split_files(lra_dir).values())
+        problems.append(
+            f"task {task} reads the LRA release (tasks.{task}.source: lra), but its "
+            f"directory {lra_dir} ({where.resolve()}) {state}.\n"
+            f"Put the release's {names} there: download\n"
+            f"  {LRA_ARCHIVE}\n"
+            f"(the lra_release archive of the google-research/long-range-arena repository, "
+            f"{LRA_REPOSITORY}), unpack it (tar xzf lra_release.gz) and copy the files of "
+            f"its listops-1000/ directory into {lra_dir}/.\n"
+            f"Or set tasks.{task}.lra_dir to the directory that holds them, or "
+            f"tasks.{task}.source: generate to generate the task instead."
+        )
+    if problems:
+        raise MissingRelease("\n".join(problems))
+
+
 def task_config(task: str, cfg: dict) -> listops.ListOpsConfig:
     if task not in TASKS:
         raise ValueError(f"task: unknown {task!r}, accepted values: {', '.join(TASKS)}")

@@ -1,0 +1,30 @@
+"""`scalestudy <command> --help` describes every option and shows its default."""
+
+import argparse
+
+import pytest
+
+from scalestudy.cli import parser
+
+COMMANDS = parser()._subparsers._group_actions[0].choices
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_is_described_with_its_default(name):
+    command = COMMANDS[name]
+    assert command.description, name
+    text = " ".join(command.format_help().split())
+    for action in command._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help and action.help.strip(), f"{name} {action.dest}: no help"
+        if action.default is not None and not action.required:
+            assert f"(default: {action.default})" in text, f"{name} {action.dest}"
+    assert "(default: None)" not in text
+
+
+def test_fit_help_shows_the_bootstrap_defaults():
+    text = " ".join(COMMANDS["fit"].format_help().split())
+    for default in ("(default: compute)", "(default: 1000)", "(default: 0.95)",
+                    "(default: 0)", "(default: 100)"):
+        assert default in text
