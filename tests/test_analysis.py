@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from scalestudy import claims, plots
+from scalestudy import claims, plots, scaling
 from scalestudy.fits import COLUMNS, HELDOUT_COLUMNS, fit_study, select, task_runs
 from scalestudy.names import ARCHITECTURES, PRIORS
 from scalestudy.priors import needs_pretraining
@@ -297,79 +297,408 @@ def study():
     return runs, fit_study(runs, n_boot=100, n_boot_saturating=0)
 
 
-def test_every_figure_is_written_as_png_and_pdf(study, tmp_path):
-    runs, fits = study
-    paths = plots.plot_all(runs, fits, tmp_path)
-    names = plots.figure_names(["listops", "text"])
-    assert sorted(paths) == sorted(tmp_path / f"{n}.{e}" for n in names for e in ("png", "pdf"))
-    for path in paths:
-        assert path.stat().st_size > 1000, path
-    assert (tmp_path / "accuracy_vs_size_text.png").exists()
+def _keep_figures(monkeypatch) -> dict:
+    """Make `plots.save` keep each figure open (by name) instead of writing it."""
+    figures = {}
+
+    def keep(fig, out_dir, name, notes=(), title_notes=True):
+        figures[name] = fig
+        return plots.Drawn([Path(out_dir) / f"{name}.png", Path(out_dir) / f"{name}.pdf"],
+                           notes)
+
+    monkeypatch.setattr(plots, "save", keep)
+    return figures
 
 
 @pytest.fixture
 def drawn(monkeypatch):
     """The figures the plot functions save, kept open for inspection."""
-    figures = {}
-
-    def keep(fig, out_dir, name):
-        figures[name] = fig
-        return [Path(out_dir) / f"{name}.png"]
-
-    monkeypatch.setattr(plots, "save", keep)
-    yield figures
+    yield _keep_figures(monkeypatch)
     plots.plt.close("all")
 
 
-def _texts(fig) -> list[str]:
-    return [t.get_text() for ax in fig.axes if ax.get_visible() for t in ax.texts]
+@pytest.fixture(scope="module")
+def rendered(study, tmp_path_factory):
+    """Every figure of `study`, drawn once and kept open: (figures by name, the
+    FigureIndex plot_all returned, its output directory)."""
+    out = tmp_path_factory.mktemp("figures")
+    with pytest.MonkeyPatch.context() as mp:
+        figures = _keep_figures(mp)
+        runs, fits = study
+        index = plots.plot_all(runs, fits, out)
+    yield figures, index, out
+    plots.plt.close("all")
 
 
-def test_panels_without_data_say_so(drawn, tmp_path):
-    # Only the transformer from random init: nothing upstream, no spt, no control, no
-    # second architecture; and every tfixup run failed.
-    runs = make_runs(priors=("random", "tfixup"))
-    runs.loc[runs["prior"] == "tfixup", "status"] = "failed"
+def _panel(fig, label: str):
+    """The panel of `fig` whose label (set by the plot function) is `label`."""
+    (ax,) = [ax for ax in fig.axes if ax.get_label() == label]
+    return ax
+
+
+def _gid(ax, gid: str):
+    """The artist (line or collection) of `ax` with this gid."""
+    (artist,) = [a for a in [*ax.lines, *ax.collections] if a.get_gid() == gid]
+    return artist
+
+
+def _bars(ax, gid: str) -> np.ndarray:
+    """Half-lengths of the vertical error bars of the series `gid` (one per point; NaN
+    where a point has no bar)."""
+    (coll,) = [c for c in ax.collections if c.get_gid() == f"{gid}:bars"]
+    return np.array([abs(seg[1, 1] - seg[0, 1]) / 2 if len(seg) == 2 else np.nan
+                     for seg in np.asarray(coll.get_segments(), dtype=object)])
+
+
+def _index_rows(path: Path) -> dict[str, tuple[str, str]]:
+    """index.md's table: figure -> (file column, notes column)."""
+    rows = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("figure", "---"):
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows
+
+
+def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp_path):
+    runs, fits = study
+    stale = tmp_path / "heldout_prediction.png"  # an earlier run's figure, now without data
+    stale.write_bytes(b"old")
+    paths = plots.plot_all(runs, fits, tmp_path)
+    tasks = ["listops", "text"]
+    # Three sizes: no held-out prediction (it needs four); everything else has data
+    # (loss_vs_depth too: the synthetic runs grow depth at a fixed width of 64).
+    expected = [n for n in plots.figure_names(tasks) if n != "heldout_prediction"]
+    assert paths.drawn == expected
+    assert paths[-1] == tmp_path / "index.md"
+    assert sorted(paths[:-1]) == sorted(tmp_path / f"{n}.{e}" for n in expected
+                                        for e in ("png", "pdf"))
+    for path in paths[:-1]:
+        assert path.stat().st_size > 1000, path
+    assert not stale.exists() and not (tmp_path / "heldout_prediction.pdf").exists()
+    rows = _index_rows(tmp_path / "index.md")
+    assert list(rows) == plots.figure_names(tasks)
+    assert rows["heldout_prediction"][0] == "not drawn"
+    assert rows["heldout_prediction"][1].startswith(
+        "no law could be refitted without its largest size (without s: not enough sizes: 2 <")
+    assert rows["error_vs_compute"][0] == ("[error_vs_compute.png](error_vs_compute.png), "
+                                           "[error_vs_compute.pdf](error_vs_compute.pdf)")
+    # What the workflow declares for this grid: every drawn figure but loss_vs_depth
+    # (the default protocol; it is drawn all the same, as it has data).
+    declared = plots.runs_grid_figures(runs, tasks)
+    assert list(declared) == [n for n in expected if n != "loss_vs_depth"]
+    assert declared == plots.grid_figures(tasks, ["transformer", "performer", "s4"],
+                                          ["xxs", "xs", "s"],
+                                          ["random", "spt", "upstream", "scratch_matched"])
+    assert declared["accuracy_vs_size_text"] == "accuracy_vs_size"
+
+
+def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_path):
+    # Two seeds, no `upstream` and no `scratch_matched` prior, one architecture.
+    runs = make_runs(priors=("random", "spt"), seeds=(0, 1), noise=0.02)
+    runs["width"] = runs["size"].map({"xxs": 16, "xs": 32, "s": 64, "m": 96})  # as on CPU
+    fits = fit_study(runs, n_boot=50)
+    out = plots.plot_all(runs, fits, tmp_path)
+    assert out.drawn == ["error_vs_compute", "alpha_per_arch", "heldout_prediction",
+                         "accuracy_vs_size_listops"]
+    assert set(drawn) == set(out.drawn)  # the others never made a figure
+    reasons = {name: e.reason for name, e in out.entries.items() if not e.drawn}
+    assert reasons == {
+        "upstream_loss_vs_compute":
+            "no upstream pretraining runs: the study has no `upstream` prior",
+        "arch_gap": "only one architecture (the gap is the best architecture minus the "
+                    "transformer, under random and spt)",
+        "loss_vs_depth": "no architecture has runs at two or more depths of one width (and "
+                         "LayerNorm placement): depth changes only together with width (e.g. "
+                         "transformer: depth 2 at width 16, 4 at width 32, 8 at width 64, 16 "
+                         "at width 96), so a curve against depth would mix widths; the `depth` "
+                         "scaling protocol (train.protocol: depth) with two or more sizes "
+                         "grows depth at a fixed width",
+        "downstream_vs_upstream":
+            "no runs finetuned from upstream pretraining: the study has no `upstream` prior",
+        "spt_vs_matched": "no `scratch_matched` runs: the study's priors lack it",
+    }
+    assert not any(e.notice for e in out.entries.values())
+    rows = _index_rows(tmp_path / "index.md")
+    for name, reason in reasons.items():
+        assert rows[name] == ("not drawn", reason)
+        assert not (tmp_path / f"{name}.png").exists()
+    # A panel without data inside a drawn figure is left out, and the figure says so.
+    runs.loc[runs["prior"] == "spt", "status"] = "failed"
+    drawn.clear()
+    out = plots.plot_all(runs, fits, tmp_path)
+    fig = drawn["error_vs_compute"]
+    assert [ax.get_label() for ax in fig.axes] == ["listops/random/transformer"]
+    assert out.entries["error_vs_compute"].notes == [
+        "listops / spt (every run diverged or failed)"]
+    assert "Left out (no data): listops / spt (every run diverged or failed)" in (
+        _tidy(fig._suptitle.get_text()))
+    assert "panels left out: listops / spt" in (tmp_path / "index.md").read_text()
+
+
+def _tidy(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_declared_figure_whose_runs_all_failed_gets_a_notice(tmp_path):
+    # The grid has the upstream prior, so the workflow declares the upstream figures;
+    # every upstream pretraining run failed, so there is nothing to draw.
+    runs = make_runs(priors=("random", "upstream"))
+    runs.loc[runs["stage"] == "upstream", "status"] = "failed"
+    runs.loc[runs["prior"] == "upstream", "status"] = "failed"
     fits = fit_study(runs, n_boot=20)
-    plots.plot_all(runs, fits, tmp_path)
-    assert "no finished upstream pretraining runs" in _texts(drawn["upstream_loss_vs_compute"])
-    assert plots.NO_DATA in _texts(drawn["error_vs_compute"])  # the tfixup panel
-    assert any("no runs finetuned" in t or "no finished runs finetuned" in t
-               for t in _texts(drawn["downstream_vs_upstream"]))
-    assert any("no spt and scratch_matched" in t for t in _texts(drawn["spt_vs_matched"]))
-    assert any("needs the transformer and another" in t for t in _texts(drawn["arch_gap"]))
-    # alpha_U has no fits at all; the downstream panel has its two rows.
-    assert "no fits for this panel" in _texts(drawn["alpha_per_arch"])
-    # A panel with data has no such text.
-    err_axes = [ax for ax in drawn["error_vs_compute"].axes if ax.get_visible()]
-    random_ax = next(ax for ax in err_axes if ax.get_title().endswith("/ random"))
-    assert not random_ax.texts and random_ax.lines
+    out = plots.plot_all(runs, fits, tmp_path)
+    entry = out.entries["upstream_loss_vs_compute"]
+    assert not entry.drawn and entry.notice
+    assert entry.reason == "every upstream pretraining run (4) diverged or failed"
+    for ext in ("png", "pdf"):  # the declared outputs exist
+        assert (tmp_path / f"upstream_loss_vs_compute.{ext}").stat().st_size > 0
+    file_col, note = _index_rows(tmp_path / "index.md")["upstream_loss_vs_compute"]
+    assert file_col == "not drawn" and "a notice saying this stands in its place" in note
+    # Not declared (the grid has no spt): no file at all.
+    assert not out.entries["spt_vs_matched"].notice
+    assert not (tmp_path / "spt_vs_matched.png").exists()
 
 
-def test_empty_records_draw_every_figure_with_a_message(drawn, tmp_path):
+def test_empty_records_draw_nothing_and_say_why(drawn, tmp_path):
     runs = make_runs().iloc[:0]
     fits = fit_study(runs, n_boot=0)
-    plots.plot_all(runs, fits, tmp_path, tasks=["listops"])
-    assert set(drawn) == set(plots.figure_names(["listops"]))
-    for name, fig in drawn.items():
-        assert _texts(fig), name
+    out = plots.plot_all(runs, fits, tmp_path, tasks=["listops"])
+    assert out.drawn == [] and not drawn
+    assert list(out) == [tmp_path / "index.md"]
+    rows = _index_rows(tmp_path / "index.md")
+    assert list(rows) == plots.figure_names(["listops"])
+    assert all(file_col == "not drawn" and note for file_col, note in rows.values())
 
 
-def test_architecture_keeps_its_colour_across_figures(drawn, study, tmp_path):
+def test_styles_are_one_per_architecture_and_prior():
+    assert set(plots.ARCH_STYLES) == set(ARCHITECTURES)
+    colours = [plots.arch_style(a)["color"].lower() for a in ARCHITECTURES]
+    markers = [plots.arch_style(a)["marker"] for a in ARCHITECTURES]
+    assert len(set(colours)) == len(set(markers)) == len(ARCHITECTURES) == 13
+    assert set(plots.PRIOR_STYLES) >= set(PRIORS)
+    pairs = [(str(plots.prior_style(p)["linestyle"]), plots.prior_style(p)["fillstyle"])
+             for p in PRIORS]
+    assert len(set(pairs)) == len(PRIORS)
+    assert len({str(plots.prior_linestyle(p)) for p in PRIORS}) == len(PRIORS)
+
+
+def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered):
+    figures, _, _ = rendered
+    seen = set()
+    for name, fig in figures.items():
+        for ax in fig.axes:
+            for line in ax.lines:
+                gid = line.get_gid() or ""
+                if not gid.startswith(("points:", "overlay-points:", "alpha:", "best:")):
+                    continue
+                arch = next(a for a in ARCHITECTURES if a in gid.split(":")[1:])
+                style = plots.arch_style(arch)
+                assert line.get_color() == style["color"], (name, gid)
+                assert line.get_marker() == style["marker"], (name, gid)
+                seen.add(name)
+    assert seen == set(figures) - {"heldout_prediction"}
+
+
+def test_error_vs_compute_plots_seed_means_and_the_fit_with_its_band(rendered, study):
+    figures, _, _ = rendered
     runs, fits = study
-    plots.plot_all(runs, fits, tmp_path)
-    colour = plots.arch_style("performer")["color"]
-    for name in ("upstream_loss_vs_compute", "error_vs_compute", "downstream_vs_upstream"):
-        lines = [ln for ax in drawn[name].axes for ln in ax.lines
-                 if ln.get_label().startswith("performer")]
-        assert lines and all(ln.get_color() == colour for ln in lines), name
+    fig = figures["error_vs_compute"]
+    # One panel per task x prior x architecture, all on the same axes.
+    assert len(fig.axes) == 2 * 4 * 3
+    assert len({ax.get_xlim() for ax in fig.axes}) == 1
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1
+    ax = _panel(fig, "text/random/s4")
+    cell = task_runs(runs).query("task == 'text' and prior == 'random' and arch == 's4'")
+    by_size = cell.groupby("size", sort=False)
+    points = _gid(ax, "points:s4")
+    np.testing.assert_allclose(points.get_xdata(), by_size["train_flops"].mean())
+    np.testing.assert_allclose(points.get_ydata(), by_size["error"].mean())
+    np.testing.assert_allclose(_bars(ax, "points:s4"), by_size["error"].std(ddof=1))
+    row = _one(fits, "alpha_D", task="text", arch="s4", prior="random")
+    fit = _gid(ax, "fit:s4")
+    np.testing.assert_allclose(fit.get_ydata(), row["coef"] * fit.get_xdata() ** -row["alpha"])
+    assert (fit.get_xdata().min(), fit.get_xdata().max()) == (
+        cell["train_flops"].min(), cell["train_flops"].max())
+    # The band: pointwise 95% percentiles of the bootstrap replicates' lines.
+    band = _gid(ax, "band:s4").get_paths()[0].vertices
+    grid = fit.get_xdata()
+    lx, ly = np.log(cell["train_flops"].to_numpy()), np.log(cell["error"].to_numpy())
+    slopes, intercepts = scaling._loglog_replicates(lx, ly, plots.BAND_BOOT, plots.BAND_SEED)
+    lines = np.exp(intercepts[:, None] + slopes[:, None] * np.log(grid))
+    low, high = np.quantile(lines, [0.025, 0.975], axis=0)
+    np.testing.assert_allclose(band[:len(grid), 1], low, rtol=1e-5)
+    np.testing.assert_allclose(band[len(grid):2 * len(grid), 1], high[::-1], rtol=1e-5)
+    assert np.all(low <= fit.get_ydata()) and np.all(fit.get_ydata() <= high)
+    assert f"αD = {row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]" in [
+        t.get_text() for t in ax.texts]
+    # Those replicates are the ones behind alpha's interval (same n_boot and seed).
+    f = scaling.fit_loglog(cell["train_flops"], cell["error"], cell["size"],
+                           n_boot=plots.BAND_BOOT, seed=plots.BAND_SEED)
+    assert (f.alpha_low, f.alpha_high) == pytest.approx(
+        tuple(np.quantile(-slopes, [0.025, 0.975])))
 
 
-def test_figure_list_matches_the_workflow_rule():
+def test_upstream_and_transfer_figures_plot_the_fits(rendered, study):
+    figures, _, _ = rendered
+    runs, fits = study
+    fig = figures["upstream_loss_vs_compute"]
+    assert [ax.get_label() for ax in fig.axes] == ["overlay", "transformer", "performer", "s4"]
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1  # shared axes
+    up = runs[runs["stage"] == "upstream"]
+    for arch in ("transformer", "performer", "s4"):
+        row = _one(fits, "alpha_U", arch=arch)
+        cell = up[up["arch"] == arch]
+        for ax, gid in ((_panel(fig, arch), "fit:"), (_panel(fig, "overlay"), "overlay:")):
+            line = _gid(ax, gid + arch)
+            np.testing.assert_allclose(line.get_ydata(),
+                                       row["coef"] * line.get_xdata() ** -row["alpha"])
+        points = _gid(_panel(fig, arch), f"points:{arch}")
+        np.testing.assert_allclose(np.sort(points.get_ydata()), np.sort(cell["upstream_loss"]))
+        _gid(_panel(fig, arch), f"band:{arch}")  # a band in the arch's own panel only
+        assert not [c for c in _panel(fig, "overlay").collections
+                    if (c.get_gid() or "").startswith("band:")]
+
+    fig = figures["downstream_vs_upstream"]
+    ax = _panel(fig, "listops/performer")
+    row = _one(fits, "alpha_UD", task="listops", arch="performer")
+    line = _gid(ax, "fit:performer")  # err = coef * loss^alpha_U,D
+    np.testing.assert_allclose(line.get_ydata(), row["coef"] * line.get_xdata() ** row["alpha"])
+    cell = task_runs(runs).query("task == 'listops' and prior == 'upstream' and "
+                                 "arch == 'performer'").groupby("size", sort=False)
+    points = _gid(ax, "points:performer")
+    np.testing.assert_allclose(points.get_xdata(), cell["upstream_loss"].mean())
+    np.testing.assert_allclose(points.get_ydata(), cell["error"].mean())
+    np.testing.assert_allclose(_bars(ax, "points:performer"), cell["error"].std(ddof=1))
+
+
+def test_accuracy_vs_size_shares_its_axis_and_plots_mean_and_sd_over_seeds(rendered, study):
+    figures, _, _ = rendered
+    runs, _ = study
+    fig = figures["accuracy_vs_size_text"]
+    assert [ax.get_label() for ax in fig.axes] == ["transformer", "performer", "s4"]
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1
+    ax = _panel(fig, "performer")
+    cell = task_runs(runs).query("task == 'text' and arch == 'performer' and prior == 'spt'")
+    by_size = cell.groupby("size")
+    sizes = ["xxs", "xs", "s"]
+    points = _gid(ax, "points:performer:spt")
+    np.testing.assert_allclose(points.get_ydata(), by_size["test_acc"].mean()[sizes])
+    np.testing.assert_allclose(_bars(ax, "points:performer:spt"),
+                               by_size["test_acc"].std(ddof=1)[sizes])
+    # Priors dodged sideways by a fixed offset around each size's position.
+    offset = points.get_xdata() - np.arange(3)
+    assert np.ptp(offset) == pytest.approx(0) and abs(offset[0]) < 0.15
+    assert points.get_fillstyle() == plots.prior_style("spt")["fillstyle"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == sizes
+
+
+def test_alpha_per_arch_draws_each_fit_and_its_interval(rendered, study):
+    figures, index, _ = rendered
+    _, fits = study
+    fig = figures["alpha_per_arch"]
+    # The saturating fits all refused (three sizes): that panel is left out, and named.
+    assert "alpha_U/saturating" not in [ax.get_label() for ax in fig.axes]
+    assert index.entries["alpha_per_arch"].notes == [
+        "alpha_U saturating (not enough sizes: 3 < 4)"]
+    for label, rows in (("alpha_U/loglog", select(fits, "alpha_U")),
+                        ("alpha_D/text/scratch_matched",
+                         select(fits, "alpha_D", task="text", prior="scratch_matched"))):
+        ax = _panel(fig, label)
+        for _, row in rows.iterrows():
+            point = _gid(ax, f"alpha:{row['arch']}")
+            assert point.get_xdata()[0] == pytest.approx(row["alpha"])
+            (segment,) = _gid(ax, f"interval:{row['arch']}").get_segments()
+            assert segment[:, 0] == pytest.approx([row["alpha_low"], row["alpha_high"]])
+    d_axes = [ax for ax in fig.axes if ax.get_label().startswith("alpha_D/")]
+    assert len(d_axes) == 8 and len({ax.get_xlim() for ax in d_axes}) == 1
+
+
+def test_arch_gap_and_spt_vs_matched_read_back(rendered, study):
+    figures, _, _ = rendered
+    runs, _ = study
+    t = task_runs(runs)
+    gaps = plots.arch_gap(runs)
+    row = gaps[(gaps["task"] == "listops") & (gaps["prior"] == "random")
+               & (gaps["size"] == "s")].iloc[0]
+    cell = t[(t["task"] == "listops") & (t["prior"] == "random") & (t["size"] == "s")]
+    acc = cell.pivot_table(index="seed", columns="arch", values="test_acc")
+    assert row["best_arch"] == acc.mean().idxmax()
+    assert row["gap"] == pytest.approx(acc.mean().max() - acc["transformer"].mean())
+    assert row["gap_sd"] == pytest.approx((acc[row["best_arch"]] - acc["transformer"]).std())
+    ax = _panel(figures["arch_gap"], "listops")
+    point = _gid(ax, f"best:random:s:{row['best_arch']}")
+    assert (point.get_xdata()[0], point.get_ydata()[0]) == pytest.approx((2, row["gap"]))
+    np.testing.assert_allclose(_gid(ax, "gap:random").get_ydata(),
+                               gaps.query("task == 'listops' and prior == 'random'")["gap"])
+
+    ax = _panel(figures["spt_vs_matched"], "text")
+    points = _gid(ax, "points:s4")
+    means = t[(t["task"] == "text") & (t["arch"] == "s4")].pivot_table(
+        index="size", columns="prior", values="test_acc").loc[["xxs", "xs", "s"]]
+    np.testing.assert_allclose(np.sort(points.get_xdata()), np.sort(means["scratch_matched"]))
+    np.testing.assert_allclose(np.sort(points.get_ydata()), np.sort(means["spt"]))
+
+
+def _widths_study() -> pd.DataFrame:
+    """Runs whose depth grows only with width (2, 2, 4 at widths 16, 32, 64, as the
+    CPU ladder does), plus runs that grow depth 2 -> 4 -> 8 at the fixed width 32."""
+    runs = make_runs(sizes=("xxs", "xs", "s"), priors=("random",), seeds=(0, 1), noise=0.05)
+    runs["depth"] = runs["size"].map({"xxs": 2, "xs": 2, "s": 4})
+    runs["width"] = runs["size"].map({"xxs": 16, "xs": 32, "s": 64})
+    deep = runs[runs["size"] == "xs"].copy()
+    deep = pd.concat([deep.assign(depth=4, seed=deep["seed"] + 10),
+                      deep.assign(depth=8, seed=deep["seed"] + 20)])
+    deep.loc[deep.index[:1], "train_loss"] += 0.3  # depth 4, seed 10
+    return pd.concat([runs, deep], ignore_index=True)
+
+
+def test_loss_vs_depth_compares_depth_at_a_fixed_width_only(drawn, tmp_path):
+    runs = _widths_study()
+    only_widths = runs[runs["seed"] < 10]  # one depth per width: nothing to compare
+    with pytest.raises(plots.NotDrawn, match=r"depth changes only together with width \(e.g. "
+                       r"transformer: depth 2 at width 16, 2 at width 32, 4 at width 64\)"):
+        plots.plot_loss_vs_depth(only_widths, None, tmp_path)
+    runs.loc[(runs["depth"] == 8) & (runs["seed"] == 21), "status"] = "diverged"
+    plots.plot_loss_vs_depth(runs, None, tmp_path)
+    (ax,) = drawn["loss_vs_depth"].axes
+    assert ax.get_label() == "transformer/32/pre"  # widths 16 and 64 have one depth each
+    points = _gid(ax, "points:transformer:32:pre:random")
+    ok = task_runs(runs).query("width == 32 and status == 'ok'").groupby("depth")["train_loss"]
+    np.testing.assert_allclose(points.get_xdata(), [2, 4, 8])
+    # Depth 4 is the mean of the width-32 runs only, never with the width-64 ones.
+    np.testing.assert_allclose(points.get_ydata(), ok.mean())
+    bars = _bars(ax, "points:transformer:32:pre:random")
+    np.testing.assert_allclose(bars[:2], ok.std(ddof=1)[[2, 4]])
+    assert len(bars) == 2 or np.isnan(bars[2])  # depth 8: one finished run, no bar
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "8"]  # no 0 tick
+    (cross,) = [ln for ln in ax.lines if ln.get_gid() == "failed:random"]
+    assert cross.get_xdata()[0] == 8
+
+
+def test_workflow_declares_the_figures_its_grid_feeds():
     smk = (ROOT / "workflow/rules/figures.smk").read_text()
-    for name in (*plots.FIGURES, *plots.PER_TASK_FIGURES):
-        assert f'"{name}"' in smk, name
+    assert "from scalestudy.plots import grid_figures" in smk
+    assert "FIGURE_CAPTIONS = grid_figures(" in smk and "FIGURE_INDEX" in smk
+    for name in (*plots.FIGURES, *plots.PER_TASK_FIGURES, "figure_index"):
         assert (ROOT / f"workflow/report/{name}.rst").is_file(), name
+
+    def declared(study):
+        config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+        preset = yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text())
+        grid = {**config["grid"], **preset.get("grid", {})}
+        protocol = {**config["train"], **preset.get("train", {})}["protocol"]
+        return set(plots.grid_figures(grid["tasks"], grid["archs"], grid["sizes"],
+                                      grid["priors"], protocol))
+
+    every = set(plots.figure_names(["listops"]))
+    assert declared("workstation") == every - {"loss_vs_depth"}
+    assert declared("smoke") == every - {"arch_gap", "loss_vs_depth", "heldout_prediction"}
+    assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
+    assert plots.grid_figures(["listops"], ["transformer"], ["xxs", "xs"], ["random"],
+                              "depth") == {"error_vs_compute": "error_vs_compute",
+                                           "loss_vs_depth": "loss_vs_depth",
+                                           "accuracy_vs_size_listops": "accuracy_vs_size"}
 
 
 # --------------------------------------------------------------------------- tables
@@ -419,17 +748,25 @@ def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
     assert re.search(r"\| transformer \| [+-]\d+\.\d% \[[+-]\d+\.\d, [+-]\d+\.\d\] \| n/a "
                      r"\(without m: not enough sizes: 3 < 4\) \| m \|", md), md
     assert re.search(r"8 predictions, \d of them below the observed value; median", md)
-    plots.plot_heldout_prediction(runs, fits, tmp_path)
+    result = plots.plot_heldout_prediction(runs, fits, tmp_path)
     fig = drawn["heldout_prediction"]
-    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert len(titles) == 5  # alpha_U x 2 forms, alpha_D x 2 priors, alpha_U,D
-    assert any("held out m: median |error|" in t for t in titles)
-    assert any("without m: not enough sizes: 3 < 4" in t for t in _texts(fig))
-    # One point per architecture in each panel with predictions, on its own colour.
-    ax = next(ax for ax in fig.axes if ax.get_title().startswith("listops error: αD, random"))
-    points = {ln.get_label(): ln.get_color() for ln in ax.lines
-              if ln.get_label() in ("transformer", "s4")}
-    assert points == {a: plots.arch_style(a)["color"] for a in ("transformer", "s4")}
+    titles = [ax.get_title() for ax in fig.axes]
+    # alpha_U log-log, alpha_D x 2 priors, alpha_U,D; the saturating form (no prediction
+    # with four sizes) is left out and named.
+    assert len(titles) == 4
+    assert all("held out m: median |error|" in t for t in titles)
+    assert result.notes == ["upstream loss: αU, saturating (without m: not enough sizes: 3 < 4)"]
+    # One point per architecture in each panel, in its own style, at (observed, predicted).
+    ax = _panel(fig, "listops error: αD, random")
+    for arch in ("transformer", "s4"):
+        row = _one(fits, "alpha_D", arch=arch, prior="random")
+        point = _gid(ax, f"points:{arch}")
+        assert point.get_color() == plots.arch_style(arch)["color"]
+        assert (point.get_xdata()[0], point.get_ydata()[0]) == pytest.approx(
+            (row["heldout_obs"], row["heldout_pred"]))
+    # The alpha_D panels of the task share their scale.
+    d_axes = [ax for ax in fig.axes if " αD, " in ax.get_label()]
+    assert len(d_axes) == 2 and d_axes[0].get_xlim() == d_axes[1].get_xlim()
 
 
 def test_lra_table_marks_missing_and_failed_cells():
@@ -588,7 +925,13 @@ def test_figures_from_cache_regenerates_everything_without_torch(tmp_path):
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    for name in plots.figure_names(["listops"]):
+    # Every figure with data is drawn (not the held-out prediction: three sizes); the
+    # index says why not.
+    rows = _index_rows(out / "figures" / "index.md")
+    drawn = [name for name, (file_col, _) in rows.items() if file_col != "not drawn"]
+    assert drawn == [n for n in plots.figure_names(["listops"]) if n != "heldout_prediction"]
+    assert rows["heldout_prediction"][1].startswith("no law could be refitted")
+    for name in drawn:
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
     for name in TABLE_FILES:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.names import PRIORS
-from scalestudy.plots import figure_names
+from scalestudy.plots import grid_figures
 from scalestudy.tables import TABLE_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,10 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     for stage, sub_dir in (("spt", "spt/listops"), ("upstream", "upstream")):
         for size in ("xxs", "xs", "s"):
             assert (out / f"pretrain/{sub_dir}/transformer/{size}/best.ckpt").exists(), stage
-    for name in figure_names(["listops"]):
+    smoke_figures = grid_figures(["listops"], ["transformer"], ["xxs", "xs", "s"], PRIORS)
+    assert {"error_vs_compute", "spt_vs_matched", "upstream_loss_vs_compute"} <= set(
+        smoke_figures)
+    for name in smoke_figures:
         for ext in ("png", "pdf"):
             assert (out / f"figures/{name}.{ext}").stat().st_size > 1000, name
     for name in TABLE_FILES:
@@ -83,7 +86,7 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
                        "--report", "results/smoke/report.html")
     assert report.returncode == 0, report.stderr[-3000:]
     html = (out / "report.html").read_text()
-    for name in [*figure_names(["listops"]), "alpha.csv", "lra_accuracy.csv", "claims.md"]:
+    for name in [*smoke_figures, "alpha.csv", "lra_accuracy.csv", "claims.md"]:
         assert name in html, name
     for caption in ("Upstream loss against compute", "SPT against the compute-matched control",
                     "Claim checks", "Test accuracy per prior"):
@@ -121,3 +124,32 @@ def test_bad_config_stops_before_any_job(workdir, bad, message):
 
     assert re.search(message, done.stderr + done.stdout), done.stderr[-2000:]
     assert not (workdir / "results").exists()
+
+
+def test_a_killed_study_finishes_when_run_again_keeping_finished_runs(workdir):
+    """SIGKILL of the whole workflow (Snakemake and its jobs) mid-study; the same
+    command again finishes it (the profile's rerun-incomplete), and no run that
+    had finished is trained again."""
+    import signal
+    import time
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    study = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile",
+         "config/studies/smoke.yaml"], cwd=workdir, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = workdir / "results/smoke/runs"
+    deadline = time.monotonic() + 600
+    while len(list(runs.glob("**/record.parquet"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(study.pid, signal.SIGKILL)
+    study.wait()
+    finished = {p: p.stat().st_mtime_ns for p in runs.glob("**/record.parquet")}
+    assert 3 <= len(finished) < 21, "the kill should land mid-study"
+
+    again = snakemake(workdir, "--configfile", "config/studies/smoke.yaml")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (workdir / "results/smoke/claims.md").exists()
+    collected = pd.read_parquet(workdir / "results/smoke/runs.parquet")
+    assert set(collected["status"]) == {"ok"}
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished  # none retrained

@@ -5,9 +5,17 @@ import os
 
 from snakemake.utils import validate
 
+from scalestudy.locks import claim, clear_stale
 from scalestudy.names import NON_CAUSAL
 from scalestudy.priors import needs_pretraining
 from scalestudy.tasks import check_releases
+
+# A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
+# same command must finish it, so a lock whose holder is gone is removed.
+if not workflow.remote_exec:
+    stale = clear_stale()
+    if stale:
+        print(stale)
 
 validate(config, "../../config/schema.yaml")
 # A task read from LRA's release (source: lra) needs its files before any job.
@@ -28,6 +36,7 @@ onstart:
     # Jobs that run on this machine fork from one warm process that has torch,
     # Lightning and the analysis stack imported (scalestudy.warm), instead of
     # each paying seconds of imports. Cluster jobs run their command directly.
+    claim()  # this process holds the lock (see scalestudy.locks)
     if workflow.local_exec:
         from scalestudy import warm
 

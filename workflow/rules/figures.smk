@@ -1,26 +1,24 @@
 # Figures and tables from the collected runs and their fits. Every figure is a
 # PNG (embedded in `snakemake --report`, with its caption) and a PDF.
 
-# The figures `scalestudy plot` writes (scalestudy.plots.FIGURES and, once per
-# task, PER_TASK_FIGURES; tests/test_analysis.py checks the two lists agree).
-# Each has its caption in workflow/report/<name>.rst.
-STUDY_FIGURES = [
-    "upstream_loss_vs_compute",
-    "error_vs_compute",
-    "alpha_per_arch",
-    "arch_gap",
-    "loss_vs_depth",
-    "downstream_vs_upstream",
-    "spt_vs_matched",
-    "heldout_prediction",
-]
-PER_TASK_FIGURES = ["accuracy_vs_size"]
+from scalestudy.plots import grid_figures
 
-FIGURE_CAPTIONS = {name: name for name in STUDY_FIGURES} | {
-    f"{name}_{task}": name for name in PER_TASK_FIGURES for task in GRID["tasks"]
-}
+# The figures this study's grid feeds (scalestudy.plots.grid_figures, the one list
+# `scalestudy plot` also follows): the upstream figures only with the `upstream`
+# prior, spt_vs_matched only with both `spt` and `scratch_matched`, arch_gap only with
+# the transformer and another architecture, alpha_per_arch from three sizes,
+# heldout_prediction from four, loss_vs_depth only under train.protocol: depth, and
+# error_vs_compute and accuracy_vs_size_{task} always. `scalestudy plot` draws each of
+# them, or, should every run it needs have failed, writes a notice saying why in its
+# place, so that no declared output can be missing; a figure the grid cannot feed is
+# not drawn at all. figures/index.md lists every figure with its file or the reason
+# it was not drawn. Name -> caption: workflow/report/<caption>.rst.
+FIGURE_CAPTIONS = grid_figures(
+    GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"], config["train"]["protocol"]
+)
 FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in FIGURE_CAPTIONS]
 FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in FIGURE_CAPTIONS]
+FIGURE_INDEX = f"{OUT}/figures/index.md"
 TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv",
                                                "lra_accuracy.md", "heldout.csv", "heldout.md")]
 
@@ -40,6 +38,12 @@ rule figures:
             for name, caption in FIGURE_CAPTIONS.items()
         ],
         FIGURE_PDFS,
+        report(
+            FIGURE_INDEX,
+            caption="../report/figure_index.rst",
+            category="Figures",
+            labels={"figure": "index: drawn or why not"},
+        ),
     params:
         tasks=" ".join(GRID["tasks"]),
     log:
