@@ -142,7 +142,12 @@ class StudyModule(L.LightningModule):
             self.trainer.should_stop = True
             return None
         self.tokens_seen += int((batch[0] != self.pad_id).sum())
-        self.log("train_loss", loss, prog_bar=True)
+        # Log only on the steps Lightning writes to metrics.csv (every
+        # log_every_n_steps) and the last one (the record's train_loss):
+        # `self.log` costs ~0.7 ms per call, 3-4% of a small model's CPU step.
+        step, trainer = self.global_step + 1, self.trainer
+        if step % max(1, trainer.log_every_n_steps) == 0 or step == trainer.max_steps:
+            self.log("train_loss", loss, prog_bar=True)
         return total
 
     def parameter_groups(self) -> list[dict]:

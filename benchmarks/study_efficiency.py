@@ -1,0 +1,103 @@
+"""Where a study's time goes: training steps, or start-up and scheduling.
+
+Runs a study from scratch in a fresh copy of the workflow (nothing cached),
+times it, and reads its collected records:
+
+- per-cell efficiency = sum of the records' `wall_seconds` (fit and evaluation
+  of every training and pretraining run) / (study wall time x cores); the rest
+  is process start-up, data loading, FLOP counting, Snakemake's scheduling and
+  the analysis jobs (target: >= 0.85 for the default study);
+- compute efficiency = study wall time / (counted FLOPs of every run / the dense
+  fp32 matmul peak measured in the same run) (target: <= 4 for the workstation
+  study): how far the whole study is from the machine's roof.
+
+`--cold` runs the study a second time with the warm fork server off
+(SCALESTUDY_WARM=0: every job imports torch and Lightning itself), side by side.
+
+    python benchmarks/study_efficiency.py                      # the default study
+    python benchmarks/study_efficiency.py --configfile config/studies/smoke.yaml --cold
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peak_matmul_flops(n: int = 1024, repeats: int = 20) -> float:
+    """Dense fp32 matmul FLOP/s on this machine's cores, now."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def run_study(configfile: str | None, cores: int, warm: bool, keep: Path | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
+        work = Path(tmp)
+        for name in ("Snakefile", "workflow", "config", "profiles"):
+            source = ROOT / name
+            (shutil.copytree if source.is_dir() else shutil.copy)(source, work / name)
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                                     f"{os.environ['PATH']}"}
+        env.pop("SCALESTUDY_WARM_SOCKET", None)
+        if not warm:
+            env["SCALESTUDY_WARM"] = "0"
+        args = [sys.executable, "-m", "snakemake", "--cores", str(cores)]
+        if configfile:
+            args += ["--configfile", configfile]
+        start = time.perf_counter()
+        done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode:
+            raise SystemExit(f"the study failed:\n{done.stderr[-3000:]}")
+        (runs_file,) = work.glob("results/*/runs.parquet")
+        runs = pd.read_parquet(runs_file)
+        if keep is not None:
+            shutil.copytree(runs_file.parent, keep, dirs_exist_ok=True)
+    return {"runs": len(runs), "wall": wall,
+            "record_seconds": float(runs["wall_seconds"].sum()),
+            "flops": float(runs["train_flops"].sum())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", help="a study preset (default: the default study)")
+    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores")
+    parser.add_argument("--keep", type=Path,
+                        help="copy the warm study's results here (figures, claims, runs)")
+    parser.add_argument("--cold", action="store_true",
+                        help="also run with the warm fork server off, for comparison")
+    args = parser.parse_args()
+    torch.set_num_threads(args.cores)
+    peak = peak_matmul_flops()
+    modes = [("warm", True)] + ([("cold", False)] if args.cold else [])
+    print(f"study: {args.configfile or 'config/config.yaml'}, {args.cores} cores, "
+          f"torch {torch.__version__}, peak dense fp32 matmul {peak / 1e9:.1f} GFLOP/s\n")
+    print("| jobs' start | runs | study wall (s) | records' wall (s) | per-cell efficiency "
+          "| FLOPs/peak (s) | wall / (FLOPs/peak) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, warm in modes:
+        r = run_study(args.configfile, args.cores, warm, args.keep if warm else None)
+        roof = r["flops"] / peak
+        print(f"| {name} | {r['runs']} | {r['wall']:.0f} | {r['record_seconds']:.0f} | "
+              f"{r['record_seconds'] / (r['wall'] * args.cores):.2f} | {roof:.0f} | "
+              f"{r['wall'] / roof:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
