@@ -45,12 +45,12 @@ class TrainConfig:
     """The `train` section of a study; the defaults are the default study's
     (config/config.yaml, which a test keeps them equal to)."""
 
-    max_steps: int = 120
+    max_steps: int = 90
     batch_size: int = 32
     lr: float = 2e-3
     weight_decay: float = 0.01
-    warmup_steps: int = 12
-    val_every: int = 60
+    warmup_steps: int = 9
+    val_every: int = 45
     grad_clip: float = 1.0
     dropout: float = 0.0
     pooling: str = "mean"
