@@ -17,7 +17,7 @@ import pandas as pd
 
 from scalestudy.scaling import fit_chinchilla, fit_loglog, fit_saturating
 
-CSV = Path(__file__).resolve().parents[2] / "shared/reference/chinchilla/svg_extracted_data.csv"
+CSV = Path(__file__).resolve().parents[1] / "tests/data/chinchilla/svg_extracted_data.csv"
 
 
 def timed(label, fn, repeat=1):

@@ -31,18 +31,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from benchlib import make_clock, peak_matmul_flops
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def peak_matmul_flops(n: int = 1024, repeats: int = 20) -> float:
-    """Dense fp32 matmul FLOP/s on this machine's cores, now."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return 2 * n**3 * repeats / (time.perf_counter() - start)
 
 
 def run_study(configfile: str | None, cores: int, warm: bool, keep: Path | None) -> dict:
@@ -84,7 +75,7 @@ def main() -> None:
                         help="also run with the warm fork server off, for comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.cores)
-    peak = peak_matmul_flops()
+    peak, _ = peak_matmul_flops("cpu", make_clock("cpu", "wall"))
     modes = [("warm", True)] + ([("cold", False)] if args.cold else [])
     print(f"study: {args.configfile or 'config/config.yaml'}, {args.cores} cores, "
           f"torch {torch.__version__}, peak dense fp32 matmul {peak / 1e9:.1f} GFLOP/s\n")

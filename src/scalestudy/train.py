@@ -221,10 +221,14 @@ class _NoTips(logging.Filter):
         return "Tip:" not in record.getMessage()
 
 
+_NO_TIPS = _NoTips()
+
+
 def quiet_lightning() -> None:
     """Drop Lightning's advertising tips and a deprecation warning raised inside
-    Lightning itself: lines in every job log that no user can act on."""
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NoTips())
+    Lightning itself: lines in every job log that no user can act on. (Both
+    calls are idempotent: a filter is added once, a warning filter replaced.)"""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NO_TIPS)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
 
 
