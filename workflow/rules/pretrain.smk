@@ -12,7 +12,8 @@ rule upstream_corpus:
     log:
         f"{OUT}/logs/data/upstream.log",
     shell:
-        "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir:q}"
+        " > {log:q} 2>&1"
 
 
 rule pretrain_spt:
@@ -32,8 +33,8 @@ rule pretrain_spt:
         mem_mb=4000,
         runtime=60,
     shell:
-        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule pretrain_upstream:
@@ -53,5 +54,5 @@ rule pretrain_upstream:
         mem_mb=4000,
         runtime=60,
     shell:
-        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
