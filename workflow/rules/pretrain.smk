@@ -1,5 +1,8 @@
 # Pretraining stages: one checkpoint shared by every run that needs it — per
 # arch x size for upstream, per arch x size x task for spt (self-pretraining).
+# The record, written last, is the rule's output: best.ckpt is not declared, so
+# a pretraining run that diverged or failed (and has no checkpoint) is a
+# finished job, and the runs that need it record `failed` saying so.
 
 
 rule upstream_corpus:
@@ -20,7 +23,6 @@ rule pretrain_spt:
     input:
         rules.task_data.output,
     output:
-        checkpoint=f"{PRETRAIN_DIR['spt']}/best.ckpt",
         record=f"{PRETRAIN_DIR['spt']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "spt"),
@@ -41,7 +43,6 @@ rule pretrain_upstream:
     input:
         rules.upstream_corpus.output,
     output:
-        checkpoint=f"{PRETRAIN_DIR['upstream']}/best.ckpt",
         record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "upstream"),
