@@ -118,7 +118,11 @@ def validate(row: dict) -> pa.Table:
     missing = [name for name in SCHEMA.names if name not in row]
     if missing:
         raise RecordError(f"record: missing fields {missing}")
-    return _check(pa.Table.from_pylist([row], schema=SCHEMA), "record")
+    try:
+        table = pa.Table.from_pylist([row], schema=SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise RecordError(f"record: a field does not match the run-record schema: {err}") from None
+    return _check(table, "record")
 
 
 def current_umask() -> int:
