@@ -108,6 +108,17 @@ def test_a_crafted_target_matches_no_rule(workdir, target):
     assert not (workdir / "escape").exists() and not (workdir / "results").exists()
 
 
+def test_a_size_too_big_for_the_machine_stops_the_workflow_before_any_job(workdir):
+    (workdir / "huge.yaml").write_text("grid: {sizes: [xs, l]}\ntrain: {batch_size: 10000}\n"
+                                       "trainer: {accelerator: cpu}\n")
+    done = snakemake(workdir, "-n", "--configfile", "huge.yaml")
+    assert done.returncode != 0
+    assert re.search(r"grid\.sizes: l needs about [\d.]+ GiB to train .* batch 10000 x "
+                     r"seq_len 48\), more than this machine's [\d.]+ GiB; accepted sizes here: "
+                     r"xs", done.stdout + done.stderr), done.stderr[-2000:]
+    assert not (workdir / "results").exists()
+
+
 # --------------------------------------------------------------------------- kills
 
 STUDY = """study: kills

@@ -100,10 +100,15 @@ def cmd_fit(args) -> None:
 
 def _read(args):
     import pandas as pd
+    import pyarrow as pa
 
     from .records import read_records
 
-    return read_records(args.runs), pd.read_parquet(args.fits)
+    runs = read_records(args.runs)
+    try:
+        return runs, pd.read_parquet(args.fits)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
 
 
 def cmd_plot(args) -> None:
