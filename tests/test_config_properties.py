@@ -107,7 +107,7 @@ def job_specs(config):
 TOP = {"config", *DEFAULT, "colour", "epochs", "extra"}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_configs())
 def test_a_config_is_a_valid_study_or_one_clear_error(config):
     try:
