@@ -14,7 +14,7 @@ def example_row(**changes):
         study="t", task="listops", arch="transformer", size="xs", prior="random", seed=1,
         stage="scratch", status="ok", diverged_step=None, error="", norm="pre", protocol="default",
         device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
-        git_rev="abc", config_hash="h", test_acc=0.5, upstream_loss=math.nan,
+        git_rev="abc", config_hash="h", data_checksum="d", test_acc=0.5, upstream_loss=math.nan,
     )
     row.update(changes)
     return row

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .fits import MIN_SIZES, select, size_order, task_runs
-from .names import ARCHITECTURES
+from .names import ARCHITECTURES, STATUSES
 from .tables import markdown, write_text_atomic
 
 HOLDS, FAILS, NO_DATA = "holds", "does not hold", "not enough data"
@@ -390,8 +390,26 @@ def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, n_boot: int = 1000, ci: 
     return pd.DataFrame([c.as_dict() for c in checks])
 
 
-def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95) -> str:
-    """claims.md: a summary, then per claim its source, decision rule and checks."""
+def runs_markdown(runs: pd.DataFrame) -> list[str]:
+    """claims.md's count of the runs by status, and every run that diverged or
+    failed (left out of every fit and claim), so none is a silent gap."""
+    counts = runs["status"].value_counts()
+    out = ["## Runs", "", ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUSES)
+           + "; only `ok` runs enter the fits and claims.", ""]
+    bad = runs[runs["status"] != "ok"]
+    if len(bad):
+        detail = bad["diverged_step"].map(lambda v: "" if pd.isna(v) else f"at step {int(v)}")
+        detail = detail.where(bad["status"] == "diverged", bad["error"].fillna(""))
+        table = bad[["stage", "task", "arch", "size", "prior", "seed", "status"]].assign(
+            detail=detail.str.slice(0, 120))
+        out += [markdown(table), ""]
+    return out
+
+
+def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
+                    runs: pd.DataFrame | None = None) -> str:
+    """claims.md: a summary, the runs by status, then per claim its source,
+    decision rule and checks."""
     title = f"# Claims checked on study {study}" if study else "# Claims checked"
     out = [title, "",
            f"Intervals are {ci:.0%} percentile-bootstrap intervals. Verdicts: "
@@ -401,6 +419,7 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95) -> 
     summary = (checks.groupby("claim", sort=False)["verdict"].value_counts().unstack()
                .reindex(columns=list(VERDICTS)).fillna(0).astype(int).reset_index())
     out += [markdown(summary), ""]
+    out += runs_markdown(runs) if runs is not None else []
     for claim, g in checks.groupby("claim", sort=False):
         out += [f"## {claim}", "", f"- Where the paper states it: {g['source'].iloc[0]}",
                 f"- Decision rule: {g['rule'].iloc[0]}", ""]
@@ -415,5 +434,5 @@ def write_claims(runs: pd.DataFrame, fits: pd.DataFrame, path: Path, *, n_boot: 
     """Evaluate every claim and write claims.md to `path`; returns the checks."""
     checks = evaluate(runs, fits, n_boot=n_boot, ci=ci, seed=seed)
     study = ", ".join(sorted(runs["study"].dropna().unique())) if len(runs) else ""
-    write_text_atomic(claims_markdown(checks, study, ci), path)
+    write_text_atomic(claims_markdown(checks, study, ci, runs), path)
     return checks

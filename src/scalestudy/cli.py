@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from .names import X_AXES
@@ -21,22 +22,52 @@ def cmd_data(args) -> None:
     tasks.prepare(args.task, json.loads(args.config), args.out_dir)
 
 
+def run_recorded(work, identity: dict, record_path: Path) -> dict:
+    """Run `work` (a training or pretraining run); if it raises before it could
+    train (its data, its checkpoint, its model), write a failed record with the
+    error instead, so the study goes on and the failure is visible in it. The
+    traceback goes to the job's log."""
+    from .records import failed_record, write_record
+
+    try:
+        return work()
+    except Exception as err:
+        traceback.print_exc()
+        record = failed_record(identity, err)
+        write_record(record, record_path)
+        return record
+
+
+def _summary(record: dict, metric: str) -> str:
+    if record["status"] == "failed" and record["steps"] is None:
+        return f"failed: {record['error']}"
+    if record["status"] == "diverged":
+        return f"diverged: non-finite loss at step {record['diverged_step']}"
+    return (f"{record['status']}: {metric}={record[metric]:.4f} steps={record['steps']} "
+            f"wall={record['wall_seconds']:.1f}s")
+
+
 def cmd_train(args) -> None:
+    from .priors import get_prior
     from .train import RunSpec, run
 
-    spec = RunSpec.from_dict(json.loads(args.spec))
-    record = run(spec, args.data_dir, args.run_dir, args.pretrained)
-    print(f"{record['status']}: test_acc={record['test_acc']:.4f} "
-          f"steps={record['steps']} wall={record['wall_seconds']:.1f}s")
+    spec = RunSpec.from_dict(json.loads(args.spec))  # a bad spec fails the job
+    identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
+                "prior": spec.prior, "seed": spec.seed, "stage": get_prior(spec.prior).stage}
+    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained),
+                          identity, Path(args.run_dir) / "record.parquet")
+    print(_summary(record, "test_acc"))
 
 
 def cmd_pretrain(args) -> None:
     from .pretrain import PretrainSpec, run_pretrain
 
-    record = run_pretrain(PretrainSpec.from_dict(json.loads(args.spec)), args.data_dir,
-                          args.out_dir)
-    print(f"{record['status']}: val_loss={record['val_loss']:.4f} "
-          f"steps={record['steps']} wall={record['wall_seconds']:.1f}s")
+    spec = PretrainSpec.from_dict(json.loads(args.spec))
+    identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
+                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind}
+    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir),
+                          identity, Path(args.out_dir) / "record.parquet")
+    print(_summary(record, "val_loss"))
 
 
 def cmd_corpus(args) -> None:
@@ -69,10 +100,15 @@ def cmd_fit(args) -> None:
 
 def _read(args):
     import pandas as pd
+    import pyarrow as pa
 
     from .records import read_records
 
-    return read_records(args.runs), pd.read_parquet(args.fits)
+    runs = read_records(args.runs)
+    try:
+        return runs, pd.read_parquet(args.fits)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
 
 
 def cmd_plot(args) -> None:

@@ -20,8 +20,9 @@ default, or non-embedding parameters, or FLOPs per token. One row per fit, its
   interval of the ratio of the two fits' own bootstrap replicates (the upstream
   and downstream runs are different runs, so they are resampled independently).
 
-Only runs with status "ok" enter a fit; `n_runs` and `n_failed` count every run
-of the cell. Every coefficient has a percentile-bootstrap interval over runs,
+Only runs with status "ok" enter a fit; `n_runs` counts every run of the cell,
+`n_failed` those that did not finish ok (diverged or failed) and `n_diverged`
+those whose loss turned non-finite. Every coefficient has a percentile-bootstrap interval over runs,
 `n_points`, `n_sizes` and R^2; a cell with fewer than three sizes has a status
 saying so and NaN coefficients.
 
@@ -60,7 +61,7 @@ TASK_STAGES = ("finetune", "scratch")  # runs on the task; pretraining runs are 
 UPSTREAM_STAGE = "upstream"  # the masked-LM pretraining runs that alpha_U is fitted on
 METRICS = ("alpha_U", "alpha_D", "alpha_UD", "alpha_D/alpha_U")
 COLUMNS = [
-    "task", "arch", "prior", "metric", "form", "x_axis", "n_runs", "n_failed",
+    "task", "arch", "prior", "metric", "form", "x_axis", "n_runs", "n_failed", "n_diverged",
     "alpha", "alpha_low", "alpha_high", "ci", "coef", "E", "A", "r2", "n_points", "n_sizes",
     "status",
 ]
@@ -105,6 +106,7 @@ def _row(task, arch, prior, metric, form, x_axis, cell: pd.DataFrame, fit: dict)
     return {
         "task": task, "arch": arch, "prior": prior, "metric": metric, "form": form,
         "x_axis": x_axis, "n_runs": len(cell), "n_failed": int((cell["status"] != "ok").sum()),
+        "n_diverged": int((cell["status"] == "diverged").sum()),
         **fit,
     }
 

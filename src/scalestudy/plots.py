@@ -404,6 +404,32 @@ def _ok(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "ok"]
 
 
+# Runs that did not finish are drawn, never left as silent gaps: a marker along
+# the top edge of their panel at their x, one shape per status.
+UNFINISHED_MARKERS = {"diverged": "x", "failed": "+"}
+
+
+def _mark_unfinished(ax, x, bad: pd.DataFrame, color) -> set[str]:
+    """Markers (gid `status:prior`) for the diverged and failed runs `bad` at
+    positions `x` along the top edge of `ax`; returns the statuses drawn."""
+    top = blended_transform_factory(ax.transData, ax.transAxes)
+    drawn = set()
+    for xi, (_, row) in zip(np.asarray(x, dtype=float), bad.iterrows(), strict=True):
+        if not np.isfinite(xi):
+            continue
+        (mark,) = ax.plot(xi, 0.97, marker=UNFINISHED_MARKERS[row["status"]], color=color,
+                          linestyle="none", transform=top, clip_on=False)
+        mark.set_gid(f"{row['status']}:{row['prior']}")
+        drawn.add(row["status"])
+    return drawn
+
+
+def _unfinished_handles(statuses: set[str]) -> list[Line2D]:
+    return [Line2D([], [], color=NEUTRAL, marker=marker, linestyle="none",
+                   label=f"{status} (top edge)")
+            for status, marker in UNFINISHED_MARKERS.items() if status in statuses]
+
+
 def _tasks(runs: pd.DataFrame, tasks=None) -> list[str]:
     if tasks is not None:
         return list(tasks)
@@ -709,6 +735,7 @@ def plot_error_vs_compute(runs, fits, out_dir, x_axis=None, tasks=None) -> Drawn
     fig, cells = _fixed_grid(len(archs), len(cols), panel, gaps, (left, right, bottom, top))
     fig.suptitle(title, fontsize=9.5, y=1 - 0.1 / fig.get_figheight(), va="top")
     multi_task = len({t for t, _ in cols}) > 1
+    unfinished: set[str] = set()
     for i, arch in enumerate(archs):
         style = arch_style(arch)
         for j, (task, prior) in enumerate(cols):
@@ -731,6 +758,13 @@ def plot_error_vs_compute(runs, fits, out_dir, x_axis=None, tasks=None) -> Drawn
             stats = over_seeds(cell, ["size"], "error", x="x")
             _errorbar(ax, stats["x"], stats, f"points:{arch}", label=arch, linestyle="none",
                       **style)
+            bad = runs_t[(runs_t["task"] == task) & (runs_t["prior"] == prior)
+                         & (runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
+            # At the run's own compute; a run that failed before training has
+            # none, and stands at its size's finished runs' mean.
+            at_size = bad["size"].map(dict(zip(stats["size"], stats["x"], strict=True)))
+            unfinished |= _mark_unfinished(
+                ax, x_values(bad, x_axis).fillna(at_size), bad, style["color"])
     present = [ax for ax in cells.ravel() if ax is not None]
     for ax in present:
         ax.set_xscale("log")
@@ -748,6 +782,9 @@ def plot_error_vs_compute(runs, fits, out_dir, x_axis=None, tasks=None) -> Drawn
     height = fig.get_figheight()
     fig.supylabel("downstream error (1 - accuracy)", fontsize=9,
                   x=0.1 / fig.get_figwidth(), ha="left", y=(bottom + (height - top)) / 2 / height)
+    if unfinished:
+        fig.legend(handles=_unfinished_handles(unfinished), loc="lower right", fontsize=7,
+                   frameon=False, ncols=2)
     return save(fig, out_dir, "error_vs_compute", notes, title_notes=False)
 
 
@@ -871,6 +908,7 @@ def plot_accuracy_vs_size(runs, fits, out_dir, task: str) -> Drawn:
     present = sorted(set(acc_all["prior"]), key=_prior_rank)
     offset = {p: 0.04 * (j - (len(present) - 1) / 2) for j, p in enumerate(present)}
     fig, axes = _panels(len(archs), ncols=4, size=(3.3, 2.7), sharex=True, sharey=True)
+    unfinished: set[str] = set()
     for ax, arch in zip(axes, archs, strict=True):
         ax.set_title(arch, color=arch_style(arch)["color"])
         ax.set_label(arch)
@@ -884,6 +922,10 @@ def plot_accuracy_vs_size(runs, fits, out_dir, task: str) -> Drawn:
             stats = a.rename(columns={"count": "n"})
             _errorbar(ax, x, stats, f"points:{arch}:{prior}", label=prior,
                       **arch_style(arch), **prior_style(prior), linewidth=1.1)
+        bad = runs_t[(runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
+        unfinished |= _mark_unfinished(
+            ax, bad["size"].map(pos) + bad["prior"].map(offset).fillna(0.0), bad,
+            arch_style(arch)["color"])
         ax.set_xticks(range(len(sizes)), sizes)
         ax.set_xlim(-0.5, len(sizes) - 0.5)
         ax.set_xlabel("size")
@@ -891,7 +933,7 @@ def plot_accuracy_vs_size(runs, fits, out_dir, task: str) -> Drawn:
     _label_outer(fig, axes)
     note = _spread_note(acc_all.rename(columns={"count": "n"}))
     _title(fig, f"{task}: test accuracy against size", note)
-    _fig_legend(fig, _prior_handles(present), title="prior")
+    _fig_legend(fig, _prior_handles(present) + _unfinished_handles(unfinished), title="prior")
     return save(fig, out_dir, name, notes)
 
 

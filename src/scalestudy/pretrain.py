@@ -30,6 +30,7 @@ from . import tasks
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
 from .priors.masking import IGNORE_INDEX, MASK_RATIOS, causal_lm_targets, mask_tokens
+from .records import data_checksum
 from .tasks import upstream
 from .train import (
     StudyModule,
@@ -163,7 +164,8 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len)
+    record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len,
+                  data_checksum=data_checksum(data_dir))
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
                            save_top_k=1, save_last=True, enable_version_counter=False)
     trainer = make_trainer(cfg, spec.trainer, out_dir, best)

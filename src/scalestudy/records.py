@@ -8,6 +8,7 @@ Torch-free: analysis machines read records without it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable
@@ -17,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .faults import kill_point
 from .names import STAGES, STATUSES
 
 SCHEMA_VERSION = 1
@@ -64,8 +66,13 @@ SCHEMA = pa.schema(
         ("package_version", pa.string()),
         ("git_rev", pa.string()),
         ("config_hash", pa.string()),
+        ("data_checksum", pa.string()),  # sha256 of the data files the run read
     ]
 )
+
+# Provenance columns added after schema version 1: a record written before them
+# (the committed data/cache studies) reads with them null.
+ADDED_COLUMNS = ("data_checksum",)
 
 CATEGORIES = {"stage": STAGES, "status": STATUSES}
 
@@ -75,6 +82,9 @@ class RecordError(ValueError):
 
 
 def _check(table: pa.Table, source: str) -> pa.Table:
+    for name in ADDED_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(len(table), SCHEMA.field(name).type))
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise RecordError(f"{source}: not a scalestudy run record: missing columns {missing}")
@@ -104,11 +114,15 @@ def validate(row: dict) -> pa.Table:
     unknown = set(row) - set(SCHEMA.names)
     if unknown:
         raise RecordError(f"record: unknown fields {sorted(unknown)}")
-    row = {"schema_version": SCHEMA_VERSION, **row}
+    row = {"schema_version": SCHEMA_VERSION, **dict.fromkeys(ADDED_COLUMNS), **row}
     missing = [name for name in SCHEMA.names if name not in row]
     if missing:
         raise RecordError(f"record: missing fields {missing}")
-    return _check(pa.Table.from_pylist([row], schema=SCHEMA), "record")
+    try:
+        table = pa.Table.from_pylist([row], schema=SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise RecordError(f"record: a field does not match the run-record schema: {err}") from None
+    return _check(table, "record")
 
 
 def current_umask() -> int:
@@ -148,10 +162,40 @@ def write_atomic(table: pa.Table, path: Path) -> None:
     try:
         os.chmod(tmp, default_file_mode())
         pq.write_table(table, tmp)
+        kill_point("write", path)  # fault injection (tests only): killed before the rename
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def data_checksum(data_dir: Path) -> str:
+    """SHA-256 over the data files a run reads: every file in its data directory
+    (name and bytes, in name order; hidden and temporary files aside)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(data_dir).iterdir()):
+        if path.is_file() and not path.name.startswith("."):
+            digest.update(path.name.encode() + b"\0")
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def failed_record(identity: dict, error: BaseException) -> dict:
+    """The record of a run that raised before it could train: its identity
+    (study, task, arch, size, prior, seed, stage), status failed, the error's
+    last line, every measurement null."""
+    row = dict.fromkeys(SCHEMA.names[1:])
+    row.update(identity, status="failed", error=error_line(error))
+    return row
+
+
+def error_line(error: BaseException) -> str:
+    """The last line of an exception's traceback: `Type: message` (first line of
+    a multi-line message)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
 def write_record(row: dict, path: Path) -> None:

@@ -32,12 +32,12 @@ from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics.classification import MulticlassAccuracy
 
-from . import __version__, tasks
+from . import __version__, faults, tasks
 from .flops import count_flops, count_params
 from .models import backbone_class, backbone_config
 from .models.heads import ClassifierHead
 from .priors import get_prior
-from .records import read_records, write_record
+from .records import data_checksum, error_line, read_records, write_record
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,10 @@ def warmup_cosine(warmup: int, total: int):
     return factor
 
 
+class Diverged(Exception):
+    """The training loss turned non-finite (NaN or inf): the run stops there."""
+
+
 class StudyModule(L.LightningModule):
     """What every training stage shares: AdamW with warm-up + cosine decay, the
     S4 parameter group, the divergence check and the token count.
@@ -137,10 +141,10 @@ class StudyModule(L.LightningModule):
         loss, aux_loss = self.training_loss(batch)
         total = loss + aux_loss
         if not torch.isfinite(total):
-            # Record the divergence and stop; returning None skips the update.
+            # Stop at once: no update from this loss, no further step, no evaluation
+            # (Lightning's should_stop would still step and validate).
             self.diverged_step = self.global_step
-            self.trainer.should_stop = True
-            return None
+            raise Diverged(f"non-finite loss at step {self.global_step}")
         self.tokens_seen += int((batch[0] != self.pad_id).sum())
         # Log only on the steps Lightning writes to metrics.csv (every
         # log_every_n_steps) and the last one (the record's train_loss):
@@ -250,22 +254,25 @@ def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
         deterministic=True,
         logger=CSVLogger(run_dir, name="", version=""),
         log_every_n_steps=max(1, min(10, cfg.val_every)),
-        callbacks=[checkpoint, LogLines()],
+        callbacks=[checkpoint, LogLines(), *faults.callbacks()],
         enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
         num_sanity_val_steps=0,
     )
 
 
-def git_rev() -> str:
+def git_rev() -> str | None:
+    """The code's git revision (`-dirty` with uncommitted changes), or None
+    outside a git checkout (an installed package) or without git."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).parent,
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+            text=True, timeout=5, cwd=Path(__file__).parent,
         )
-        return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None
+    rev = out.stdout.strip()
+    return rev if out.returncode == 0 and rev else None
 
 
 def loader(tensors: tuple, batch_size: int, seed: int, shuffle: bool) -> DataLoader:
@@ -299,12 +306,12 @@ def fit_and_record(module: StudyModule, trainer: L.Trainer, train: DataLoader, v
     try:
         trainer.fit(module, train, val)
         metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
-        if module.diverged_step is None:
-            metrics.update(after_fit())
-        else:
-            status = "diverged"
+        metrics.update(after_fit())
+    except Diverged:
+        status = "diverged"  # at module.diverged_step; the last finite loss logged stays
+        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
     except Exception as err:  # a run that crashes is data too: record it
-        status, error = "failed", "".join(traceback.format_exception_only(err)).strip()
+        status, error = "failed", error_line(err)
         traceback.print_exc()
     wall = time.perf_counter() - start
     steps = trainer.global_step
@@ -371,6 +378,9 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
                          "pretraining directory (--pretrained)")
     pretrained = Path(pretrained) if pretrained else None
     pretrain_record = read_records(pretrained / "record.parquet").iloc[0] if pretrained else None
+    if pretrain_record is not None and pretrain_record["status"] != "ok":
+        raise ValueError(f"{pretrained}: its {prior.needs} pretraining run "
+                         f"{pretrain_record['status']}, so there is nothing to start from")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if spec.trainer.threads:
@@ -386,7 +396,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     cfg = model.cfg = prior.match_compute(cfg, step_flops, pretrain_record)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len)
+    record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len,
+                  data_checksum=data_checksum(data_dir))
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
                       upstream_loss=float(pretrain_record["upstream_loss"]))

@@ -11,4 +11,4 @@ rule collect:
     log:
         f"{OUT}/logs/collect.log",
     shell:
-        "scalestudy collect {input} --out {output} > {log} 2>&1"
+        "scalestudy collect {input:q} --out {output:q} > {log:q} 2>&1"

@@ -2,12 +2,11 @@
 
 import json
 import os
-
-from snakemake.utils import validate
+import re
 
 from scalestudy.locks import claim, clear_stale
-from scalestudy.names import NON_CAUSAL
 from scalestudy.priors import needs_pretraining
+from scalestudy.study import machine_memory, trains_in_host_memory, validate
 from scalestudy.tasks import check_releases
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
@@ -17,17 +16,18 @@ if not workflow.remote_exec:
     if stale:
         print(stale)
 
-validate(config, "../../config/schema.yaml")
+# One clear error naming the field and what it accepts, before any job runs:
+# the schema, what it cannot express, and (for jobs on this machine's RAM) each
+# size's estimated training memory (scalestudy.study).
+validate(
+    config,
+    os.path.join(workflow.basedir, "config", "schema.yaml"),
+    memory_bytes=(
+        machine_memory() if workflow.local_exec and trains_in_host_memory(config) else None
+    ),
+)
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
-
-if config["train"]["causal"]:
-    no_causal = [arch for arch in config["grid"]["archs"] if arch in NON_CAUSAL]
-    if no_causal:
-        raise ValueError(
-            f"grid.archs: {', '.join(no_causal)} has no causal mode (train.causal: true); "
-            f"drop it from the grid or set train.causal: false"
-        )
 
 OUT = f"results/{config['study']}"
 
@@ -44,11 +44,18 @@ onstart:
 GRID = config["grid"]
 
 
+def one_of(names):
+    """A wildcard constraint accepting exactly these names (no `/`, no `..`)."""
+    return "|".join(re.escape(name) for name in names)
+
+
+# Every wildcard is one of the grid's (validated) names, so no crafted target
+# path can make a rule write outside results/{study}/.
 wildcard_constraints:
-    task="|".join(GRID["tasks"]),
-    arch="|".join(GRID["archs"]),
-    size="|".join(GRID["sizes"]),
-    prior="|".join(GRID["priors"]),
+    task=one_of(GRID["tasks"]),
+    arch=one_of(GRID["archs"]),
+    size=one_of(GRID["sizes"]),
+    prior=one_of(GRID["priors"]),
     seed=r"\d+",
 
 

@@ -10,5 +10,5 @@ rule task_data:
     log:
         f"{OUT}/logs/data/{{task}}.log",
     shell:
-        "scalestudy data --task {wildcards.task} --config {params.task_config:q}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy data --task {wildcards.task:q} --config {params.task_config:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -45,12 +45,13 @@ rule figures:
             labels={"figure": "index: drawn or why not"},
         ),
     params:
-        tasks=" ".join(GRID["tasks"]),
+        tasks=GRID["tasks"],
+        out_dir=f"{OUT}/figures",
     log:
         f"{OUT}/logs/figures.log",
     shell:
-        "scalestudy plot {input.runs} {input.fits} --out-dir {OUT}/figures"
-        " --tasks {params.tasks} > {log} 2>&1"
+        "scalestudy plot {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
+        " --tasks {params.tasks:q} > {log:q} 2>&1"
 
 
 rule tables:
@@ -79,7 +80,10 @@ rule tables:
             labels={"table": "held-out prediction of the largest size"},
         ),
         f"{OUT}/tables/heldout.md",
+    params:
+        out_dir=f"{OUT}/tables",
     log:
         f"{OUT}/logs/tables.log",
     shell:
-        "scalestudy tables {input.runs} {input.fits} --out-dir {OUT}/tables > {log} 2>&1"
+        "scalestudy tables {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
+        " > {log:q} 2>&1"

@@ -15,5 +15,5 @@ rule fit:
     log:
         f"{OUT}/logs/fit.log",
     shell:
-        "scalestudy fit {input} --out {output} --x {params.x_axis}"
-        " --n-boot {params.n_boot} --ci {params.ci} > {log} 2>&1"
+        "scalestudy fit {input:q} --out {output:q} --x {params.x_axis:q}"
+        " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"

@@ -1,5 +1,8 @@
 # Pretraining stages: one checkpoint shared by every run that needs it — per
 # arch x size for upstream, per arch x size x task for spt (self-pretraining).
+# The record, written last, is the rule's output: best.ckpt is not declared, so
+# a pretraining run that diverged or failed (and has no checkpoint) is a
+# finished job, and the runs that need it record `failed` saying so.
 
 
 rule upstream_corpus:
@@ -12,14 +15,14 @@ rule upstream_corpus:
     log:
         f"{OUT}/logs/data/upstream.log",
     shell:
-        "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir:q}"
+        " > {log:q} 2>&1"
 
 
 rule pretrain_spt:
     input:
         rules.task_data.output,
     output:
-        checkpoint=f"{PRETRAIN_DIR['spt']}/best.ckpt",
         record=f"{PRETRAIN_DIR['spt']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "spt"),
@@ -32,15 +35,14 @@ rule pretrain_spt:
         mem_mb=4000,
         runtime=60,
     shell:
-        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule pretrain_upstream:
     input:
         rules.upstream_corpus.output,
     output:
-        checkpoint=f"{PRETRAIN_DIR['upstream']}/best.ckpt",
         record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "upstream"),
@@ -53,5 +55,5 @@ rule pretrain_upstream:
         mem_mb=4000,
         runtime=60,
     shell:
-        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -23,5 +23,5 @@ rule claims:
     log:
         f"{OUT}/logs/claims.log",
     shell:
-        "scalestudy claims {input.runs} {input.fits} --out {output}"
-        " --n-boot {params.n_boot} --ci {params.ci} > {log} 2>&1"
+        "scalestudy claims {input.runs:q} {input.fits:q} --out {output:q}"
+        " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"

@@ -11,9 +11,11 @@ rule train:
         spec=run_spec,
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         run_dir=lambda wc, output: os.path.dirname(output.record),
+        # A list, so that {params.pretrained:q} quotes the directory as one word.
         pretrained=lambda wc, input: (
-            f"--pretrained {os.path.dirname(input.pretrained)}" if "pretrained" in input.keys()
-            else ""
+            ["--pretrained", os.path.dirname(input.pretrained)]
+            if "pretrained" in input.keys()
+            else []
         ),
     log:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
@@ -22,5 +24,5 @@ rule train:
         mem_mb=4000,
         runtime=60,
     shell:
-        "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir}"
-        " --run-dir {params.run_dir} {params.pretrained} > {log} 2>&1"
+        "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir:q}"
+        " --run-dir {params.run_dir:q} {params.pretrained:q} > {log:q} 2>&1"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..faults import kill_point
 from ..names import TASKS
 from . import listops
 
@@ -110,6 +111,7 @@ def prepare(task: str, cfg: dict, out_dir: Path) -> None:
             raise ValueError(
                 f"tasks.{task}.source: got {config.source!r}, accepted values: generate, lra"
             )
+        kill_point("data", out_dir)  # fault injection (tests only)
         out_dir.mkdir(exist_ok=True)
         for split, path in staged.items():
             path.replace(split_files(out_dir)[split])

@@ -119,6 +119,13 @@ def read_split(path: Path) -> list[tuple[list[str], int]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"ListOps split not found: {path}")
+    try:
+        return _read_rows(path)
+    except UnicodeDecodeError as err:  # a corrupt file: name it
+        raise ValueError(f"{path}: not UTF-8 text ({err})") from None
+
+
+def _read_rows(path: Path) -> list[tuple[list[str], int]]:
     known = set(VOCAB[3:])
     rows = []
     with open(path, newline="") as f:
