@@ -108,7 +108,7 @@ class Pretrained(Prior):
 
         # Upstream pretraining reads bytes, the task its own symbols: the token
         # table is the one part that cannot transfer, so it stays fresh there.
-        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == len(data.vocab)
+        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == data.vocab_size
         fresh = () if same_vocab else (token_embedding(backbone),)
         transfer_backbone(checkpoint["state_dict"], backbone, fresh=fresh)
         return {"loaded": self.pretrain, "token_table_fresh": not same_vocab}
