@@ -428,3 +428,24 @@ def test_pair_head_classifies_u_v_product_and_difference():
     expected = head.out(torch.nn.functional.gelu(head.hidden(features)))
     assert logits.shape == (4, 2)
     assert torch.allclose(logits, expected, atol=1e-5)
+
+
+def test_records_label_stand_ins_and_read_older_records(tmp_path):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scalestudy.records import read_records, task_label
+
+    runs = pd.DataFrame({"task": ["text", "text", "image", "listops"],
+                         "task_data": ["stand-in for LRA Text: x", "stand-in for LRA Text: x",
+                                       "LRA release", None]})
+    assert task_label(runs, "text") == "text (stand-in)"
+    assert task_label(runs, "image") == "image" and task_label(runs, "listops") == "listops"
+    cached = pq.read_table(ROOT / "data/cache/deep_fixup.parquet")
+    older = tmp_path / "older.parquet"
+    pq.write_table(cached.drop_columns(["task_data"]) if "task_data" in cached.column_names
+                   else cached, older)
+    frame = read_records(older)
+    assert frame["task_data"].isna().all() and len(frame) == cached.num_rows
+    assert pa.types.is_string(pq.read_schema(older).field("task").type)

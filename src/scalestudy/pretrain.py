@@ -126,18 +126,27 @@ class MaskedLM(StudyModule):
         self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]))
 
 
-def corpus(spec: PretrainSpec, data_dir: Path) -> tuple[dict, int, int, float]:
-    """Token tensors per split, vocabulary size, sequence length and masking
-    ratio. spt reads the task's data contract (the ratio is its manifest's;
-    both documents of a pair task are sequences of the corpus)."""
+@dataclass
+class Corpus:
+    splits: dict  # split -> (token ids [N, seq_len],)
+    vocab_size: int
+    seq_len: int
+    mask_ratio: float
+    label: str  # what the text is, for the record's task_data
+
+
+def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
+    """The pretraining corpus. spt reads the task's data contract (the masking
+    ratio is its manifest's; both documents of a pair task are sequences)."""
     if spec.kind == "spt":
         data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
-        return ({split: (torch.cat(tensors[:-1]),) for split, tensors in data.splits.items()},
-                data.vocab_size, data.seq_len, data.mask_ratio)
+        return Corpus({split: (torch.cat(tensors[:-1]),) for split, tensors in data.splits.items()},
+                      data.vocab_size, data.seq_len, data.mask_ratio, data.label)
     cfg = upstream.config_from(spec.corpus_config)
     data = upstream.load(cfg, data_dir)
-    return ({split: (tokens,) for split, tokens in data.splits.items()},
-            data.vocab_size, data.seq_len, UPSTREAM_MASK_RATIO)
+    return Corpus({split: (tokens,) for split, tokens in data.splits.items()},
+                  data.vocab_size, data.seq_len, UPSTREAM_MASK_RATIO,
+                  f"upstream corpus ({cfg.source})")
 
 
 def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
@@ -149,17 +158,19 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)
-    splits, vocab_size, seq_len, mask_ratio = corpus(spec, data_dir)
+    text = corpus(spec, data_dir)
+    splits, vocab_size, seq_len = text.splits, text.vocab_size, text.seq_len
     bcfg = backbone_config(spec.arch, spec.size, vocab_size, seq_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
                            token_outputs=True)
-    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, mask_ratio,
+    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, text.mask_ratio,
                      spec.span, spec.seed)
     step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len)
+    record.update(task=spec.corpus, task_data=text.label, prior=spec.kind, stage=spec.kind,
+                  seq_len=seq_len)
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
                            save_top_k=1, save_last=True, enable_version_counter=False)
     trainer = make_trainer(cfg, spec.trainer, out_dir, best)

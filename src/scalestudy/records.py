@@ -26,6 +26,9 @@ SCHEMA = pa.schema(
         ("schema_version", pa.int64()),
         ("study", pa.string()),
         ("task", pa.string()),
+        # Where the task's data came from: "LRA release", or the offline stand-in
+        # it is ("stand-in for LRA Text: ...", the data manifest's standin).
+        ("task_data", pa.string()),
         ("arch", pa.string()),
         ("size", pa.string()),
         ("prior", pa.string()),
@@ -74,7 +77,20 @@ class RecordError(ValueError):
     """A file that is not a valid run record."""
 
 
+STANDIN_PREFIX = "stand-in"
+LRA_RELEASE = "LRA release"
+
+
+def task_label(runs: pd.DataFrame, task: str) -> str:
+    """A task's name as figures and tables show it: "<task> (stand-in)" when
+    its runs read an offline stand-in, never passing one off as LRA."""
+    data = runs.loc[runs["task"] == task, "task_data"].dropna()
+    return f"{task} (stand-in)" if data.str.startswith(STANDIN_PREFIX).any() else task
+
+
 def _check(table: pa.Table, source: str) -> pa.Table:
+    if "task_data" not in table.column_names:  # records from before the field: unknown
+        table = table.append_column("task_data", pa.nulls(len(table), pa.string()))
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise RecordError(f"{source}: not a scalestudy run record: missing columns {missing}")

@@ -390,7 +390,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     cfg = model.cfg = prior.match_compute(cfg, step_flops, pretrain_record)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len)
+    record.update(task=spec.task, task_data=data.label, prior=spec.prior, stage=prior.stage,
+                  seq_len=data.seq_len)
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
                       upstream_loss=float(pretrain_record["upstream_loss"]))

@@ -8,8 +8,10 @@ stand-in: listops, text (IMDb), retrieval (AAN), image (CIFAR-10), pathfinder
 (Pathfinder and Path-X). `prepare` converts a source once into the contract's
 cached arrays and manifest; `load` reads them back as tensors, and is all that
 training and pretraining read. `check_releases` refuses a study whose release
-files are missing before any job runs. Only `load` needs torch (and `prepare`,
-for the masking ratios of priors/masking.py).
+files are missing before any job runs. The config dataclasses' defaults are
+config/config.yaml's task sections (tests/test_tasks.py keeps them equal).
+Only `load` needs torch (and `prepare`, for the masking ratios of
+priors/masking.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from ..names import TASKS
+from ..records import LRA_RELEASE
 from . import contract, image, listops, pathfinder, retrieval, text
 
 LRA_ARCHIVE = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
@@ -60,6 +63,11 @@ class TaskData:
     pair: bool = False
     standin: str | None = None
     pad_id: int = contract.PAD_ID
+
+    @property
+    def label(self) -> str:
+        """What the data is, for records: the stand-in's description or LRA's release."""
+        return self.standin or LRA_RELEASE
 
 
 class MissingRelease(FileNotFoundError):
