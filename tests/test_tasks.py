@@ -2,6 +2,7 @@
 a tiny byte-exact file, the offline stand-ins, the manifest, and bad data."""
 
 import dataclasses
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -313,7 +314,8 @@ def fake_stdlib(tmp_path) -> Path:
     for package, n_files in (("asyncio", 30), ("email", 30), ("json", 4)):
         (root / package).mkdir(parents=True)
         for i in range(n_files):
-            body = "".join(f"# {package} file {i} line {j}\n" for j in range(12))
+            tag = hashlib.sha256(f"{package}/{i}".encode()).hexdigest()[:16]
+            body = "".join(f"{tag} {j:02d}\n" for j in range(12))  # no window in two files
             (root / package / f"m{i}.py").write_text(body)
     (root / "top.py").write_text("x = 1\n" * 40)
     return root

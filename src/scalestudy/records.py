@@ -84,6 +84,8 @@ LRA_RELEASE = "LRA release"
 def task_label(runs: pd.DataFrame, task: str) -> str:
     """A task's name as figures and tables show it: "<task> (stand-in)" when
     its runs read an offline stand-in, never passing one off as LRA."""
+    if "task_data" not in runs:
+        return task
     data = runs.loc[runs["task"] == task, "task_data"].dropna()
     return f"{task} (stand-in)" if data.str.startswith(STANDIN_PREFIX).any() else task
 

@@ -6,9 +6,10 @@ every machine with the same Python.
 
 Each file is cut into non-overlapping windows of `seq_len` bytes (its last,
 shorter one kept when it has at least half of them). A file belongs to exactly
-one split, 80/10/10 by a stable hash of its path, so no split sees text of
-another split's file. Caveat: the `upstream` prior pretrains on these same
-files (without labels).
+one split, so no split sees text of another split's file; the files of each
+package (of at least 3 files) are split 80/10/10, in a fixed order of their
+paths' hashes, so every package has text in every split. Caveat: the
+`upstream` prior pretrains on these same files (without labels).
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from dataclasses import dataclass
 
 from .upstream import stdlib_documents
 
-SPLIT_FRACTIONS = {"train": 80, "val": 10, "test": 10}
+SPLITS = ("train", "val", "test")
+HELD_OUT = 0.1  # of each package's files, for val and again for test
 
 
-def split_of(key: str) -> str:
-    """A document's split, 80/10/10 by SHA-256 of its key."""
-    bucket = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % 100
-    return "train" if bucket < 80 else "val" if bucket < 90 else "test"
+def _order(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,20 @@ def windows(data: bytes, seq_len: int) -> tuple[bytes, ...]:
 
 
 def documents(seq_len: int, root: str = "") -> dict[str, list[Document]]:
-    """The stdlib's files with at least one window, by split."""
-    by_split: dict[str, list[Document]] = {split: [] for split in SPLIT_FRACTIONS}
+    """The stdlib's files with at least one window, by split: within each
+    package, in the (fixed) order of their path's SHA-256, 10% of its files
+    (at least one) go to test, 10% (at least one) to val, the rest to train."""
+    by_package: dict[str, list[Document]] = {}
     for key, read in stdlib_documents(root):
         cut = windows(read(), seq_len)
         if cut:
-            by_split[split_of(key)].append(Document(key, cut))
+            doc = Document(key, cut)
+            by_package.setdefault(doc.package, []).append(doc)
+    by_split: dict[str, list[Document]] = {split: [] for split in SPLITS}
+    for docs in by_package.values():
+        docs.sort(key=lambda doc: _order(doc.key))
+        n_held = max(1, round(HELD_OUT * len(docs))) if len(docs) >= 3 else 0
+        by_split["test"] += docs[:n_held]
+        by_split["val"] += docs[n_held: 2 * n_held]
+        by_split["train"] += docs[2 * n_held:]
     return by_split
