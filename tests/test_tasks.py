@@ -451,3 +451,24 @@ def test_records_label_stand_ins_and_read_older_records(tmp_path):
     frame = read_records(older)
     assert frame["task_data"].isna().all() and len(frame) == cached.num_rows
     assert pa.types.is_string(pq.read_schema(older).field("task").type)
+
+
+def test_figures_title_a_stand_in_task_as_one(tmp_path, monkeypatch):
+    import pandas as pd
+    import pyarrow as pa
+
+    from scalestudy import plots
+    from scalestudy.records import SCHEMA
+
+    rows = []
+    for size in ("xxs", "xs"):
+        row = {f.name: "" if pa.types.is_string(f.type) else 0 if pa.types.is_integer(f.type)
+               else np.nan for f in SCHEMA}
+        row.update(task="text", task_data="stand-in for LRA Text: x", arch="transformer",
+                   size=size, prior="random", stage="scratch", status="ok", test_acc=0.6)
+        rows.append(row)
+    titles = []
+    monkeypatch.setattr(plots, "save", lambda fig, *a, **k: titles.append(
+        fig._suptitle.get_text()) or plots.Drawn())
+    plots.plot_accuracy_vs_size(pd.DataFrame(rows), None, tmp_path, "text")
+    assert titles and titles[0].startswith("text (stand-in): test accuracy")
