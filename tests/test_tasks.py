@@ -102,6 +102,7 @@ def test_text_reads_the_aclimdb_layout(tmp_path):
                                                                   "test": 6}
     assert manifest["splits"]["test"]["label_counts"] == {"0": 3, "1": 3}
     assert manifest["n_classes"] == 2 and manifest["vocab_size"] == 259
+    assert manifest["vocab"] == "bytes"
     data = tasks.load("text", cfg, tmp_path / "out")
     seen = []
     for split in ("train", "val"):
@@ -154,6 +155,7 @@ def test_image_reads_the_cifar_python_batches_in_lra_grayscale(tmp_path):
     assert {s: m["n"] for s, m in manifest["splits"].items()} == {"train": 9, "val": 1,
                                                                   "test": 2}
     assert manifest["seq_len"] == 1024 and manifest["n_classes"] == 10
+    assert manifest["vocab"] == "pixels"  # an upstream byte table never transfers to it
     data = tasks.load("image", cfg, tmp_path / "out")
     tokens, labels = data.splits["train"]
     assert labels.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]

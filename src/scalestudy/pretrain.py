@@ -33,6 +33,7 @@ from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
 from .priors.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 from .tasks import upstream
+from .tasks.contract import BYTES
 from .train import (
     StudyModule,
     TrainConfig,
@@ -86,7 +87,8 @@ class MaskedLM(StudyModule):
     """Backbone + tied masked-LM head, trained to restore masked tokens."""
 
     def __init__(self, backbone, cfg: TrainConfig, vocab_size: int, mask_ratio: float,
-                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1):
+                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1,
+                 vocab: str = ""):
         super().__init__(backbone, cfg, pad_id)
         self.head = MaskedLMHead(backbone, vocab_size)
         self.vocab_size, self.mask_ratio, self.span = vocab_size, mask_ratio, span
@@ -96,8 +98,10 @@ class MaskedLM(StudyModule):
         self.train_masks = torch.Generator().manual_seed(seed)
         self.val_masks = torch.Generator()
         # What finetuning needs to rebuild a backbone this checkpoint fits.
+        # `vocab` names what the ids mean (bytes, pixels, listops: tasks.contract).
         self.save_hyperparameters({"arch": backbone.cfg.arch, "max_len": backbone.cfg.max_len,
-                                   "vocab_size": vocab_size, "norm": backbone.cfg.norm})
+                                   "vocab_size": vocab_size, "vocab": vocab,
+                                   "norm": backbone.cfg.norm})
 
     def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
         real = tokens != self.pad_id
@@ -133,6 +137,7 @@ class Corpus:
     seq_len: int
     mask_ratio: float
     label: str  # what the text is, for the record's task_data
+    vocab: str  # what the ids mean (tasks.contract: bytes, pixels, listops)
 
 
 def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
@@ -141,12 +146,12 @@ def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
     if spec.kind == "spt":
         data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
         return Corpus({split: (torch.cat(tensors[:-1]),) for split, tensors in data.splits.items()},
-                      data.vocab_size, data.seq_len, data.mask_ratio, data.label)
+                      data.vocab_size, data.seq_len, data.mask_ratio, data.label, data.vocab)
     cfg = upstream.config_from(spec.corpus_config)
     data = upstream.load(cfg, data_dir)
     return Corpus({split: (tokens,) for split, tokens in data.splits.items()},
                   data.vocab_size, data.seq_len, UPSTREAM_MASK_RATIO,
-                  f"upstream corpus ({cfg.source})")
+                  f"upstream corpus ({cfg.source})", BYTES)
 
 
 def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
@@ -164,7 +169,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
                            token_outputs=True)
     model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, text.mask_ratio,
-                     spec.span, spec.seed)
+                     spec.span, spec.seed, vocab=text.vocab)
     step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
     L.seed_everything(spec.seed, workers=True, verbose=False)

@@ -56,6 +56,7 @@ class TaskData:
 
     name: str
     splits: dict[str, tuple[Any, ...]]
+    vocab: str  # what the ids mean: bytes, pixels, listops (tasks.contract)
     vocab_size: int
     n_classes: int
     seq_len: int
@@ -145,7 +146,8 @@ def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
             raise ValueError(f"tasks.{task}: the {split} split is empty")
     manifest = {
         "task": task, "source": config.source, "standin": module.standin(config),
-        "n_classes": module.n_classes(config), "vocab_size": module.VOCAB_SIZE,
+        "n_classes": module.n_classes(config), "vocab": module.VOCAB_NAME,
+        "vocab_size": module.VOCAB_SIZE,
         "mask_ratio": MASK_RATIOS[task], "config": dataclasses.asdict(config),
     }
     return contract.write(out_dir, splits, manifest)
@@ -167,6 +169,6 @@ def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
         return tuple(torch.from_numpy(a.astype("int64")) for a in arrays if a is not None)
 
     return TaskData(task, {name: tensors(split) for name, split in splits.items()},
-                    manifest["vocab_size"], manifest["n_classes"], manifest["seq_len"],
-                    manifest["mask_ratio"], manifest["pair"], manifest["standin"],
-                    manifest["pad_id"])
+                    manifest["vocab"], manifest["vocab_size"], manifest["n_classes"],
+                    manifest["seq_len"], manifest["mask_ratio"], manifest["pair"],
+                    manifest["standin"], manifest["pad_id"])

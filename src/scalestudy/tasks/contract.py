@@ -7,8 +7,9 @@ over `Split`s of token ids, and `write` caches them as
 pairs) plus `manifest.json`:
 
     task, source, standin (null, or what the stand-in is), n_classes, seq_len,
-    vocab_size, mask_ratio (the SPT masking ratio of Amos et al. 2023 for the
-    task), pair, pad_id, checksum (SHA-256 of every array), config,
+    vocab (bytes, pixels or listops), vocab_size, mask_ratio (the SPT masking
+    ratio of Amos et al. 2023 for the task), pair, pad_id, checksum (SHA-256 of
+    every array), config,
     splits: {train|val|test: {n, label_counts: {label: count}}}
 
 Training and pretraining read only this (`read`), which checks the checksum.
@@ -40,6 +41,9 @@ MANIFEST = "manifest.json"
 PAD_ID = 0
 N_SPECIAL = 3  # pad, mask, cls
 BYTE_VOCAB = 256 + N_SPECIAL
+# What token ids mean, by name (the manifest's `vocab`): a pretrained token
+# table transfers only to the same vocabulary.
+BYTES, PIXELS = "bytes", "pixels"
 ARRAYS = ("tokens", "lengths", "labels", "tokens2", "lengths2")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .contract import BYTE_VOCAB, Split, byte_ids, make_split
+from .contract import BYTE_VOCAB, PIXELS, Split, byte_ids, make_split
 
 SOURCES = ("digits", "lra")
 BATCH_DIR = "cifar-10-batches-py"
@@ -38,6 +38,7 @@ GRAY = (0.2989, 0.5870, 0.1140)
 CIFAR_SIZE = 32
 N_CLASSES = 10
 VOCAB_SIZE = BYTE_VOCAB
+VOCAB_NAME = PIXELS
 
 
 @dataclass(frozen=True)

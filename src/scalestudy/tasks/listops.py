@@ -32,6 +32,7 @@ PAD_ID = 0
 N_CLASSES = 10
 SPLITS = ("train", "val", "test")
 VOCAB_SIZE = len(VOCAB)
+VOCAB_NAME = "listops"
 SOURCES = ("generate", "lra")
 
 

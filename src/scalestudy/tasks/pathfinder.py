@@ -35,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .contract import BYTE_VOCAB, SPLITS, Split, byte_ids, make_split
+from .contract import BYTE_VOCAB, PIXELS, SPLITS, Split, byte_ids, make_split
 
 SOURCES = ("generate", "lra")
 DIFFICULTIES = ("curv_baseline", "curv_contour_length_9", "curv_contour_length_14")
 N_CLASSES = 2
 VOCAB_SIZE = BYTE_VOCAB
+VOCAB_NAME = PIXELS
 CONTOUR, MARKER = 160, 255
 CLEARANCE = 2  # empty pixels between two contours (so a distance <= 2 link never crosses)
 DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))

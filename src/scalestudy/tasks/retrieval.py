@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import pycorpus
-from .contract import BYTE_VOCAB, SPLITS, Split, byte_ids, make_split
+from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
 SOURCES = ("stdlib", "lra")
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv",
          "test": "new_aan_pairs.test.tsv"}
 VOCAB_SIZE = BYTE_VOCAB
+VOCAB_NAME = BYTES
 N_CLASSES = 2
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from . import pycorpus
-from .contract import BYTE_VOCAB, SPLITS, Split, byte_ids, make_split
+from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
 SOURCES = ("stdlib", "lra")
 LABELS = {"neg": 0, "pos": 1}
 VOCAB_SIZE = BYTE_VOCAB
+VOCAB_NAME = BYTES
 
 
 @dataclass(frozen=True)
