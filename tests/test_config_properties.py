@@ -193,7 +193,7 @@ def test_memory_estimate_grows_with_size_batch_and_length():
     ({"tasks": {"listops": {"min_length": 47}}}, r"^tasks\.listops: min_length 47 leaves"),
     ({"pretrain": {"val_every": 91}}, r"^pretrain\.val_every: 91 exceeds pretrain\.max_steps"),
     ({"tasks": {"listops": {"max_length": 64}}},
-     r"^tasks\.listops\.max_length: 64 exceeds upstream\.seq_len 48"),
+     r"^tasks\.listops: its length 64 exceeds upstream\.seq_len 48"),
 ])
 def test_what_a_schema_cannot_say_is_checked_too(change, message):
     config = copy.deepcopy(DEFAULT)

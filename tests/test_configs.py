@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from scalestudy.tasks import LRA_ARCHIVE, MissingRelease, check_releases, split_files
+from scalestudy.tasks import LRA_ARCHIVE, TASK_TABLE, MissingRelease, check_releases, task_config
+from scalestudy.tasks.listops import split_files
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted((ROOT / "config/studies").glob("*.yaml"))
@@ -37,29 +38,43 @@ def dry_run(workdir: Path, study: str) -> subprocess.CompletedProcess:
     )
 
 
-def lra_dirs(study: Path) -> list[str]:
-    """The lra_dir of each task the preset reads from the LRA release."""
+def lra_tasks(study: Path) -> dict[str, dict]:
+    """The config of each task the preset reads from the LRA release."""
     preset = yaml.safe_load(study.read_text())
-    found = []
+    found = {}
     for task in preset["grid"]["tasks"]:
         cfg = {**DEFAULT_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
         if cfg["source"] == "lra":
-            found.append(cfg["lra_dir"])
+            found[task] = cfg
     return found
 
 
+def lra_dirs(study: Path) -> list[str]:
+    """The lra_dir of each task the preset reads from the LRA release."""
+    return [cfg["lra_dir"] for cfg in lra_tasks(study).values()]
+
+
 def write_release(lra_dir: Path) -> None:
-    """A stand-in for the release: the three split files, one example each."""
+    """A stand-in for the ListOps release: the three split files, one example each."""
     lra_dir.mkdir(parents=True, exist_ok=True)
     for path in split_files(lra_dir).values():
         path.write_text("Source\tTarget\n( [MAX 2 9 ] )\t9\n")
 
 
+def touch_release(workdir: Path, task: str, cfg: dict) -> None:
+    """The paths the workflow checks for a task's release, present but empty."""
+    config = task_config(task, cfg)
+    for name in TASK_TABLE[task].module.release_files(config):
+        path = workdir / config.lra_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)
 def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
     workdir = workflow_copy(tmp_path)
-    for lra_dir in lra_dirs(study):  # paper: the release is not in the repository
-        write_release(workdir / lra_dir)
+    for task, cfg in lra_tasks(study).items():  # paper, lra: the release is not here
+        touch_release(workdir, task, cfg)
     done = dry_run(workdir, study.name)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "train" in done.stdout and "total" in done.stdout

@@ -83,33 +83,39 @@ def test_reader_gets_every_label_of_the_lra_release_right(split):
         assert evaluate(tokens) == label
 
 
-def test_lra_source_is_copied_unchanged_and_loads_as_tensors(tmp_path):
+def test_lra_source_loads_every_example_as_tensors(tmp_path):
     cfg = {"source": "lra", "lra_dir": str(REFERENCE), "max_length": 2000}
-    tasks.prepare("listops", cfg, tmp_path / "listops")
-    for split, path in tasks.split_files(tmp_path / "listops").items():
-        assert path.read_bytes() == (REFERENCE / f"basic_{split}.tsv").read_bytes()
+    manifest = tasks.prepare("listops", cfg, tmp_path / "listops")
+    assert manifest["source"] == "lra" and manifest["standin"] is None
+    assert {s: m["n"] for s, m in manifest["splits"].items()} == {"train": 200, "val": 50,
+                                                                  "test": 50}
     data = tasks.load("listops", cfg, tmp_path / "listops")
-    tokens, labels = data.splits["train"]
-    assert tokens.shape == (200, 2000) and labels.shape == (200,)
-    first = listops.read_split(REFERENCE / "basic_train.tsv")[0]
-    assert [data.vocab[i] for i in tokens[0, : len(first[0])]] == first[0]
-    assert int(labels[0]) == first[1]
+    for split in listops.SPLITS:
+        rows = listops.read_split(REFERENCE / f"basic_{split}.tsv")
+        tokens, labels = data.splits[split]
+        assert tokens.shape == (len(rows), 2000) and labels.tolist() == [y for _, y in rows]
+        for row, (words, _) in zip(tokens, rows, strict=True):
+            assert [listops.VOCAB[i] for i in row[: len(words)]] == words
+            assert (row[len(words):] == listops.PAD_ID).all()
 
 
-def test_generated_files_round_trip_through_the_reader(tmp_path):
+def test_generated_examples_are_the_cached_ones(tmp_path):
     cfg = {"n_train": 40, "n_val": 10, "n_test": 10, "max_depth": 3, "max_args": 3,
            "min_length": 3, "max_length": 30}
-    tasks.prepare("listops", cfg, tmp_path / "d")
+    manifest = tasks.prepare("listops", cfg, tmp_path / "d")
+    assert manifest["standin"].startswith("stand-in for LRA ListOps")
     expected = listops.generate(listops.ListOpsConfig(**cfg))
-    for split, path in tasks.split_files(tmp_path / "d").items():
-        rows = listops.read_split(path)
-        assert [(" ".join(t), y) for t, y in rows] == [
-            (" ".join(listops.tokenize(s)), y) for s, y in expected[split]
-        ]
+    data = tasks.load("listops", cfg, tmp_path / "d")
+    for split, examples in expected.items():
+        tokens, labels = data.splits[split]
+        decoded = [" ".join(listops.VOCAB[i] for i in row if i != listops.PAD_ID)
+                   for row in tokens]
+        assert decoded == [" ".join(listops.tokenize(s)) for s, _ in examples]
+        assert labels.tolist() == [y for _, y in examples]
 
 
 def test_bad_input_fails_clearly(tmp_path):
-    with pytest.raises(FileNotFoundError, match="basic_train.tsv"):
+    with pytest.raises(FileNotFoundError, match=f"expected basic_train.tsv in {tmp_path}"):
         tasks.prepare("listops", {"source": "lra", "lra_dir": str(tmp_path)}, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # no partial output
     bad = tmp_path / "bad.tsv"
@@ -118,5 +124,5 @@ def test_bad_input_fails_clearly(tmp_path):
         listops.read_split(bad)
     with pytest.raises(ValueError, match="tasks.listops: unknown keys"):
         tasks.prepare("listops", {"depth": 3}, tmp_path / "out")
-    with pytest.raises(ValueError, match="task: unknown 'x', accepted values: listops"):
+    with pytest.raises(ValueError, match="task: unknown 'x', accepted values: listops, text"):
         tasks.prepare("x", {}, tmp_path / "out")

@@ -231,7 +231,7 @@ def test_dtfixup_update_is_flat_in_depth_and_xavier_is_not():
 
 def test_mask_ratios_are_the_papers():
     assert MASK_RATIOS == {"listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50,
-                           "pathfinder": 0.50}
+                           "pathfinder": 0.50, "pathx": 0.50}
 
 
 @pytest.mark.parametrize("span", [None, 3.0])

@@ -11,7 +11,8 @@ from scalestudy import records
 def example_row(**changes):
     row = {name: 0 for name in records.SCHEMA.names if name != "schema_version"}
     row.update(
-        study="t", task="listops", arch="transformer", size="xs", prior="random", seed=1,
+        study="t", task="listops", task_data="LRA release", arch="transformer", size="xs",
+        prior="random", seed=1,
         stage="scratch", status="ok", diverged_step=None, error="", norm="pre", protocol="default",
         device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
         git_rev="abc", config_hash="h", data_checksum="d", test_acc=0.5, upstream_loss=math.nan,

@@ -233,15 +233,18 @@ def test_a_run_killed_mid_training_or_mid_write_leaves_no_record_and_reruns_the_
     assert same_record(again, reference)
 
 
-def test_data_preparation_killed_writes_no_split_file(tmp_path, kill_at, monkeypatch, data_dir):
+def test_data_preparation_killed_writes_no_task_cache(tmp_path, kill_at, monkeypatch, data_dir):
     kill_at("data@listops")
     with pytest.raises(Killed):
         tasks.prepare("listops", TASK, tmp_path / "listops")
     assert not (tmp_path / "listops").exists()
     monkeypatch.delenv(faults.ENV)
     tasks.prepare("listops", TASK, tmp_path / "listops")
-    for name in ("basic_train.tsv", "basic_val.tsv", "basic_test.tsv"):
-        assert (tmp_path / "listops" / name).read_bytes() == (data_dir / name).read_bytes()
+    again, reference = tasks.load("listops", TASK, tmp_path / "listops"), tasks.load(
+        "listops", TASK, data_dir)
+    for split in ("train", "val", "test"):
+        for a, b in zip(again.splits[split], reference.splits[split], strict=True):
+            assert torch.equal(a, b)
 
 
 def test_a_real_sigkill_before_the_rename_leaves_the_old_file_whole(tmp_path):
@@ -300,17 +303,60 @@ def cut_inside_a_row(path: Path) -> None:
     (lambda p: p.write_bytes(b"Source\tTarget\n\x00\xff garbage"),
      r"basic_train\.tsv: not UTF-8 text"),
 ])
-def test_a_truncated_or_corrupt_task_cache_is_named(damage, message, data_dir, tmp_path):
+def test_a_truncated_or_corrupt_release_file_is_named(damage, message, tmp_path):
+    from scalestudy.tasks import listops
+
+    release = tmp_path / "release"
+    release.mkdir()
+    for split, examples in listops.generate(listops.ListOpsConfig(**TASK)).items():
+        rows = "".join(f"{source}\t{label}\n" for source, label in examples)
+        (release / f"basic_{split}.tsv").write_text("Source\tTarget\n" + rows)
+    damage(release / "basic_train.tsv")
+    with pytest.raises(ValueError, match=message):
+        tasks.prepare("listops", {**TASK, "source": "lra", "lra_dir": str(release)},
+                      tmp_path / "listops")
+    assert not (tmp_path / "listops").exists()
+
+
+def swap_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, name, message", [
+    (half, "train.npz", r"train\.npz: not a readable task cache file"),
+    (lambda p: p.write_bytes(b"\x00\xff garbage"), "val.npz",
+     r"val\.npz: not a readable task cache file"),
+    (half, "manifest.json", r"manifest\.json: not a readable task manifest"),
+])
+def test_a_truncated_or_corrupt_task_cache_is_named(damage, name, message, data_dir, tmp_path):
     copy = tmp_path / "listops"
     copy.mkdir()
     for p in data_dir.iterdir():
         (copy / p.name).write_bytes(p.read_bytes())
-    damage(copy / "basic_train.tsv")
+    damage(copy / name)
     with pytest.raises(ValueError, match=message):
         tasks.load("listops", TASK, copy)
     assert train_cli(spec_dict(), copy, tmp_path / "run") == 0
     row = read_records(tmp_path / "run" / "record.parquet").iloc[0]
-    assert row["status"] == "failed" and "basic_train.tsv" in row["error"]
+    assert row["status"] == "failed" and name in row["error"]
+
+
+def test_a_task_cache_whose_arrays_changed_fails_its_checksum(data_dir, tmp_path):
+    """A bit flipped inside the stored arrays (a readable file, wrong data)."""
+    import numpy as np
+
+    copy = tmp_path / "listops"
+    copy.mkdir()
+    for p in data_dir.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    with np.load(copy / "test.npz") as arrays:
+        changed = {key: arrays[key].copy() for key in arrays.files}
+    changed["labels"][0] = (changed["labels"][0] + 1) % 10
+    np.savez(copy / "test.npz", **changed)
+    with pytest.raises(ValueError, match="do not match the manifest's checksum"):
+        tasks.load("listops", TASK, copy)
 
 
 def test_a_truncated_checkpoint_is_named(tmp_path):
@@ -336,16 +382,31 @@ def test_a_record_says_which_code_and_data_made_it(data_dir, reference):
     assert len(reference["data_checksum"]) == 64
 
 
-def test_the_data_checksum_changes_with_any_data_file(data_dir, tmp_path):
-    copy = tmp_path / "listops"
-    copy.mkdir()
-    for p in data_dir.iterdir():
-        (copy / p.name).write_bytes(p.read_bytes())
-    (copy / ".basic_train.tsv.tmp").write_text("a temporary file is not data")
-    assert records.data_checksum(copy) == records.data_checksum(data_dir)
-    with open(copy / "basic_test.tsv", "a") as f:
-        f.write("( [MAX 1 2 ] )\t2\n")
-    assert records.data_checksum(copy) != records.data_checksum(data_dir)
+def test_the_data_checksum_is_the_task_caches_own(data_dir, tmp_path):
+    """A task cache's checksum is its manifest's (the arrays'), so preparing the
+    same data again gives the same checksum even though the .npz bytes differ."""
+    again = tmp_path / "listops"
+    tasks.prepare("listops", TASK, again)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    assert records.data_checksum(data_dir) == manifest["checksum"] == records.data_checksum(again)
+    other = tmp_path / "other"
+    tasks.prepare("listops", {**TASK, "n_train": 65}, other)
+    assert records.data_checksum(other) != records.data_checksum(data_dir)
+
+
+def test_the_data_checksum_of_other_data_changes_with_any_file(tmp_path):
+    """Data without a manifest (files as they are): every file counts, hidden
+    and temporary ones aside."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.txt").write_text("some text")
+    (corpus / "val.txt").write_text("more text")
+    before = records.data_checksum(corpus)
+    (corpus / ".train.txt.tmp").write_text("a temporary file is not data")
+    assert records.data_checksum(corpus) == before
+    (corpus / "val.txt").write_text("more text!")
+    assert records.data_checksum(corpus) != before
+    assert len(before) == 64
 
 
 def test_without_git_the_revision_is_none(monkeypatch):

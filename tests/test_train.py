@@ -154,7 +154,7 @@ def test_upstream_transfer_keeps_the_task_token_table_fresh(data_dir, upstream_d
     model, report = build_classifier(run_spec, run_spec.train, data, upstream_dir)
     state = torch.load(upstream_dir / "best.ckpt", weights_only=False)["state_dict"]
     assert report["token_table_fresh"]
-    assert model.backbone.embed.token.weight.shape[0] == len(data.vocab)
+    assert model.backbone.embed.token.weight.shape[0] == data.vocab_size
     for name, value in model.backbone.state_dict().items():
         if not name.startswith("embed.token."):
             torch.testing.assert_close(value, state[f"backbone.{name}"])
@@ -168,7 +168,7 @@ def test_task_longer_than_the_upstream_backbone_is_refused(tmp_path, upstream_di
     tasks.prepare("listops", longer, tmp_path / "d")
     data = tasks.load("listops", longer, tmp_path / "d")
     run_spec = spec(prior="upstream")
-    with pytest.raises(ValueError, match="max_length = 40 exceeds the pretrained"):
+    with pytest.raises(ValueError, match="sequence length 40 exceeds the pretrained"):
         build_classifier(run_spec, run_spec.train, data, upstream_dir)
 
 
@@ -215,9 +215,9 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
     assert run_pretrain(spec, data_dir, tmp_path)["status"] == "ok"
     # The objective of a causal backbone is the next-token loss, with no masking.
     data = tasks.load("listops", TASK, data_dir)
-    backbone = build_backbone("transformer", "xxs", len(data.vocab), data.seq_len, causal=True,
+    backbone = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, causal=True,
                               token_outputs=True)
-    model = MaskedLM(backbone, spec.train, len(data.vocab), 0.1, None, seed=0).eval()
+    model = MaskedLM(backbone, spec.train, data.vocab_size, 0.1, None, seed=0).eval()
     tokens = data.splits["train"][0][:4]
     loss, _ = model.masked_loss(tokens, torch.Generator().manual_seed(0))
     real = tokens != 0

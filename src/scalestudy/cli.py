@@ -19,7 +19,10 @@ from .names import X_AXES
 def cmd_data(args) -> None:
     from . import tasks
 
-    tasks.prepare(args.task, json.loads(args.config), args.out_dir)
+    manifest = tasks.prepare(args.task, json.loads(args.config), args.out_dir)
+    counts = {split: info["n"] for split, info in manifest["splits"].items()}
+    print(f"{args.task} ({manifest['standin'] or 'LRA release'}): {counts} examples of "
+          f"{manifest['seq_len']} tokens in {args.out_dir}")
 
 
 def run_recorded(work, identity: dict, record_path: Path) -> dict:
@@ -198,19 +201,20 @@ def parser() -> argparse.ArgumentParser:
     runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
     fits_help = "the fits.parquet of the same runs (scalestudy fit)"
 
-    p = command("data", "prepare a task's split files")
+    p = command("data", "convert a task's source (LRA release or offline stand-in) into the "
+                "data contract: cached arrays and manifest.json")
     p.add_argument("--task", required=True, help="the task to prepare (a name of grid.tasks)")
     p.add_argument("--config", required=True,
                    help="the task's config as JSON (its tasks.<task> section of the study)")
     p.add_argument("--out-dir", required=True, type=Path,
-                   help="directory to write basic_train.tsv, basic_val.tsv and basic_test.tsv "
-                   "into")
+                   help="directory to write train.npz, val.npz, test.npz and manifest.json "
+                   "into (replaced whole)")
     p.set_defaults(func=cmd_data)
 
     p = command("train", "train one grid cell and write its run record")
     p.add_argument("--spec", required=True, help="the run spec as JSON (train.RunSpec)")
     p.add_argument("--data-dir", required=True, type=Path,
-                   help="the task's prepared split files (scalestudy data --out-dir)")
+                   help="the task's prepared data (scalestudy data --out-dir)")
     p.add_argument("--run-dir", required=True, type=Path,
                    help="directory for the run's metrics.csv, last.ckpt and record.parquet "
                    "(written last)")

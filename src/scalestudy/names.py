@@ -10,7 +10,8 @@ ARCHITECTURES = (
     "albert", "mixer", "lconv", "dconv", "s4",
 )
 PRIORS = ("random", "random_noln", "tfixup", "dtfixup", "spt", "upstream", "scratch_matched")
-TASKS = ("listops",)
+# The Long Range Arena tasks (tasks/): each reads LRA's release or an offline stand-in.
+TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 # Architectures whose mechanism has no causal mode (funnel: pooling merges
 # positions t and t+1); the registry and the workflow refuse train.causal there.
 NON_CAUSAL = ("funnel",)

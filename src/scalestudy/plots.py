@@ -64,6 +64,7 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from .fits import select, size_order, task_runs, upstream_runs, x_values  # noqa: E402
 from .names import ARCHITECTURES, NORMS, PRIORS  # noqa: E402
+from .records import task_label  # noqa: E402
 from .scaling import _clean, _loglog_replicates  # noqa: E402
 
 # --------------------------------------------------------------------------- style
@@ -741,7 +742,7 @@ def plot_error_vs_compute(runs, fits, out_dir, x_axis=None, tasks=None) -> Drawn
         for j, (task, prior) in enumerate(cols):
             ax = cells[i, j]
             if i == 0:
-                ax.set_title(f"{task} / {prior}" if multi_task else prior)
+                ax.set_title(f"{task_label(runs, task)} / {prior}" if multi_task else prior)
             cell = ok[(ok["task"] == task) & (ok["prior"] == prior) & (ok["arch"] == arch)]
             if cell.empty:
                 _drop(fig, ax)
@@ -932,7 +933,7 @@ def plot_accuracy_vs_size(runs, fits, out_dir, task: str) -> Drawn:
         ax.set_ylabel("test accuracy")
     _label_outer(fig, axes)
     note = _spread_note(acc_all.rename(columns={"count": "n"}))
-    _title(fig, f"{task}: test accuracy against size", note)
+    _title(fig, f"{task_label(runs, task)}: test accuracy against size", note)
     _fig_legend(fig, _prior_handles(present) + _unfinished_handles(unfinished), title="prior")
     return save(fig, out_dir, name, notes)
 

@@ -3,7 +3,8 @@ with the best validation loss.
 
 - spt (Amos et al. 2023, "Never Train from Scratch"): self-pretraining on the
   task's own training split, masking each real token independently at the
-  task's ratio (ListOps 10%), or in spans of a given mean length.
+  task's ratio (its data manifest's: ListOps 10%, Text and Retrieval 15%,
+  Image, Pathfinder and Path-X 50%), or in spans of a given mean length.
 - upstream (Tay et al. 2022): masked-LM pretraining on the upstream corpus
   (tasks/upstream.py, 15% masking); its held-out masked-token loss (nats per
   masked token, on the validation split, best checkpoint) is the run's
@@ -11,8 +12,9 @@ with the best validation loss.
 
 A causal backbone (`train.causal`) pretrains by next-token prediction instead
 of masked denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
-80/10/10). Not yet: masking of pixel inputs with a mask channel (LRA Image,
-Pathfinder), which waits for those tasks.
+80/10/10). Pixel tasks (Image, Pathfinder, Path-X) mask their intensity
+tokens with the [MASK] id too (Amos et al. zero the pixel and flag it in an
+extra input channel).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from . import tasks
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
-from .priors.masking import IGNORE_INDEX, MASK_RATIOS, causal_lm_targets, mask_tokens
+from .priors.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 from .records import data_checksum
 from .tasks import upstream
+from .tasks.contract import BYTES
 from .train import (
     StudyModule,
     TrainConfig,
@@ -80,20 +83,13 @@ class PretrainSpec:
     def config_hash(self) -> str:
         return spec_hash(self)
 
-    @property
-    def mask_ratio(self) -> float:
-        if self.kind == "upstream":
-            return UPSTREAM_MASK_RATIO
-        if self.corpus not in MASK_RATIOS:
-            raise ValueError(f"spt: no masking ratio for task {self.corpus!r}")
-        return MASK_RATIOS[self.corpus]
-
 
 class MaskedLM(StudyModule):
     """Backbone + tied masked-LM head, trained to restore masked tokens."""
 
     def __init__(self, backbone, cfg: TrainConfig, vocab_size: int, mask_ratio: float,
-                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1):
+                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1,
+                 vocab: str = ""):
         super().__init__(backbone, cfg, pad_id)
         self.head = MaskedLMHead(backbone, vocab_size)
         self.vocab_size, self.mask_ratio, self.span = vocab_size, mask_ratio, span
@@ -103,8 +99,10 @@ class MaskedLM(StudyModule):
         self.train_masks = torch.Generator().manual_seed(seed)
         self.val_masks = torch.Generator()
         # What finetuning needs to rebuild a backbone this checkpoint fits.
+        # `vocab` names what the ids mean (bytes, pixels, listops: tasks.contract).
         self.save_hyperparameters({"arch": backbone.cfg.arch, "max_len": backbone.cfg.max_len,
-                                   "vocab_size": vocab_size, "norm": backbone.cfg.norm})
+                                   "vocab_size": vocab_size, "vocab": vocab,
+                                   "norm": backbone.cfg.norm})
 
     def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
         real = tokens != self.pad_id
@@ -133,16 +131,28 @@ class MaskedLM(StudyModule):
         self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]))
 
 
-def corpus(spec: PretrainSpec, data_dir: Path) -> tuple[dict, int, int]:
-    """Token tensors per split, vocabulary size and sequence length."""
+@dataclass
+class Corpus:
+    splits: dict  # split -> (token ids [N, seq_len],)
+    vocab_size: int
+    seq_len: int
+    mask_ratio: float
+    label: str  # what the text is, for the record's task_data
+    vocab: str  # what the ids mean (tasks.contract: bytes, pixels, listops)
+
+
+def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
+    """The pretraining corpus. spt reads the task's data contract (the masking
+    ratio is its manifest's; both documents of a pair task are sequences)."""
     if spec.kind == "spt":
         data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
-        return ({split: (tokens,) for split, (tokens, _) in data.splits.items()},
-                len(data.vocab), data.seq_len)
+        return Corpus({split: (torch.cat(tensors[:-1]),) for split, tensors in data.splits.items()},
+                      data.vocab_size, data.seq_len, data.mask_ratio, data.label, data.vocab)
     cfg = upstream.config_from(spec.corpus_config)
     data = upstream.load(cfg, data_dir)
-    return ({split: (tokens,) for split, tokens in data.splits.items()},
-            data.vocab_size, data.seq_len)
+    return Corpus({split: (tokens,) for split, tokens in data.splits.items()},
+                  data.vocab_size, data.seq_len, UPSTREAM_MASK_RATIO,
+                  f"upstream corpus ({cfg.source})", BYTES)
 
 
 def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
@@ -154,18 +164,19 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)
-    splits, vocab_size, seq_len = corpus(spec, data_dir)
+    text = corpus(spec, data_dir)
+    splits, vocab_size, seq_len = text.splits, text.vocab_size, text.seq_len
     bcfg = backbone_config(spec.arch, spec.size, vocab_size, seq_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
                            token_outputs=True)
-    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, spec.mask_ratio,
-                     spec.span, spec.seed)
+    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, text.mask_ratio,
+                     spec.span, spec.seed, vocab=text.vocab)
     step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len,
-                  data_checksum=data_checksum(data_dir))
+    record.update(task=spec.corpus, task_data=text.label, prior=spec.kind, stage=spec.kind,
+                  seq_len=seq_len, data_checksum=data_checksum(data_dir))
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
                            save_top_k=1, save_last=True, enable_version_counter=False)
     trainer = make_trainer(cfg, spec.trainer, out_dir, best)

@@ -9,6 +9,7 @@ Torch-free: analysis machines read records without it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterable
@@ -28,6 +29,9 @@ SCHEMA = pa.schema(
         ("schema_version", pa.int64()),
         ("study", pa.string()),
         ("task", pa.string()),
+        # Where the task's data came from: "LRA release", or the offline stand-in
+        # it is ("stand-in for LRA Text: ...", the data manifest's standin).
+        ("task_data", pa.string()),
         ("arch", pa.string()),
         ("size", pa.string()),
         ("prior", pa.string()),
@@ -70,15 +74,28 @@ SCHEMA = pa.schema(
     ]
 )
 
-# Provenance columns added after schema version 1: a record written before them
+# Columns added after schema version 1: a record written before them
 # (the committed data/cache studies) reads with them null.
-ADDED_COLUMNS = ("data_checksum",)
+ADDED_COLUMNS = ("task_data", "data_checksum")
 
 CATEGORIES = {"stage": STAGES, "status": STATUSES}
 
 
 class RecordError(ValueError):
     """A file that is not a valid run record."""
+
+
+STANDIN_PREFIX = "stand-in"
+LRA_RELEASE = "LRA release"
+
+
+def task_label(runs: pd.DataFrame, task: str) -> str:
+    """A task's name as figures and tables show it: "<task> (stand-in)" when
+    its runs read an offline stand-in, never passing one off as LRA."""
+    if "task_data" not in runs:
+        return task
+    data = runs.loc[runs["task"] == task, "task_data"].dropna()
+    return f"{task} (stand-in)" if data.str.startswith(STANDIN_PREFIX).any() else task
 
 
 def _check(table: pa.Table, source: str) -> pa.Table:
@@ -170,8 +187,16 @@ def write_atomic(table: pa.Table, path: Path) -> None:
 
 
 def data_checksum(data_dir: Path) -> str:
-    """SHA-256 over the data files a run reads: every file in its data directory
-    (name and bytes, in name order; hidden and temporary files aside)."""
+    """SHA-256 of the data a run reads. A task cache's manifest holds the
+    checksum of its arrays (tasks/contract.py), which does not change when the
+    same data is prepared again; any other data directory (the upstream corpus)
+    hashes every file in it (name and bytes, in name order; hidden and temporary
+    files aside)."""
+    manifest = Path(data_dir) / "manifest.json"
+    if manifest.is_file():
+        checksum = json.loads(manifest.read_text()).get("checksum")
+        if checksum:
+            return checksum
     digest = hashlib.sha256()
     for path in sorted(Path(data_dir).iterdir()):
         if path.is_file() and not path.name.startswith("."):

@@ -101,17 +101,19 @@ def check_semantics(config: dict) -> None:
                 f"grid.archs: {', '.join(no_causal)} has no causal mode (train.causal: true); "
                 f"drop it from the grid or set train.causal: false"
             )
+    from . import tasks
+
+    task_configs = {}
     for task in grid["tasks"]:
-        cfg = config["tasks"][task]
-        if cfg["source"] == "generate" and cfg["min_length"] + 1 >= cfg["max_length"]:
-            raise ConfigError(
-                f"tasks.{task}: min_length {cfg['min_length']} leaves no length below "
-                f"max_length {cfg['max_length']} (an example is kept when min_length < "
-                f"length < max_length); accepted: min_length <= max_length - 2"
-            )
+        try:  # each task's config dataclass checks itself (tasks/<task>.py)
+            task_configs[task] = tasks.task_config(task, config["tasks"][task])
+        except (TypeError, ValueError) as err:
+            raise ConfigError(str(err)) from None
     from .priors import needs_pretraining
 
-    stages = {needs_pretraining(p) for p in grid["priors"]} - {None}
+    every_prior = set(grid["priors"]).union(
+        *(sub.get("priors", ()) for sub in grid.get("per_task", {}).values()))
+    stages = {needs_pretraining(p) for p in every_prior} - {None}
     pretrain = config["pretrain"]
     if stages and pretrain["val_every"] > pretrain["max_steps"]:
         raise ConfigError(
@@ -121,11 +123,12 @@ def check_semantics(config: dict) -> None:
         )
     if "upstream" in stages:
         seq_len = config["upstream"]["seq_len"]
-        for task in grid["tasks"]:
-            length = config["tasks"][task]["max_length"]
-            if length > seq_len:
+        for task, cfg in task_configs.items():
+            # A task's sub-grid (grid.per_task) replaces the grid's priors for it.
+            priors = grid.get("per_task", {}).get(task, {}).get("priors", grid["priors"])
+            if "upstream" in {needs_pretraining(p) for p in priors} and cfg.seq_len > seq_len:
                 raise ConfigError(
-                    f"tasks.{task}.max_length: {length} exceeds upstream.seq_len {seq_len}, "
+                    f"tasks.{task}: its length {cfg.seq_len} exceeds upstream.seq_len {seq_len}, "
                     f"the length of the upstream backbone the upstream prior finetunes; "
                     f"accepted: at most upstream.seq_len"
                 )
@@ -182,10 +185,12 @@ def machine_memory() -> int:
 
 def check_memory(config: dict, memory_bytes: int) -> None:
     """Refuse a size whose estimated training memory exceeds `memory_bytes`."""
+    from . import tasks
     from .priors import needs_pretraining
 
     grid, train = config["grid"], config["train"]
-    runs = [(train["batch_size"], max(config["tasks"][t]["max_length"] for t in grid["tasks"]))]
+    longest = max(tasks.task_config(t, config["tasks"][t]).seq_len for t in grid["tasks"])
+    runs = [(train["batch_size"], longest)]
     if "upstream" in {needs_pretraining(p) for p in grid["priors"]}:
         runs.append((config["pretrain"]["batch_size"], config["upstream"]["seq_len"]))
     too_big, fits = [], []

@@ -176,7 +176,10 @@ class StudyModule(L.LightningModule):
 
 
 class Classifier(StudyModule):
-    """Backbone + pooled classifier head, trained with cross-entropy."""
+    """Backbone + pooled classifier head, trained with cross-entropy. A batch
+    is (tokens, labels), or (tokens, tokens2, labels) for a pair task: both
+    documents go through the backbone in one call (stacked along the batch)
+    and the head combines them."""
 
     def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
                  n_classes: int, pad_id: int = 0):
@@ -185,25 +188,26 @@ class Classifier(StudyModule):
         self.val_acc = MulticlassAccuracy(n_classes, average="micro")
         self.test_acc = MulticlassAccuracy(n_classes, average="micro")
 
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, *docs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = torch.cat(docs) if len(docs) > 1 else docs[0]
         out = self.backbone(tokens, tokens != self.pad_id)
         return self.head(out.hidden, out.mask), out.aux_loss
 
     def training_loss(self, batch):
-        tokens, labels = batch
-        logits, aux_loss = self(tokens)
+        *docs, labels = batch
+        logits, aux_loss = self(*docs)
         return F.cross_entropy(logits, labels), aux_loss
 
     def validation_step(self, batch, batch_idx):
-        tokens, labels = batch
-        logits, _ = self(tokens)
+        *docs, labels = batch
+        logits, _ = self(*docs)
         self.val_acc(logits, labels)
         self.log("val_loss", F.cross_entropy(logits, labels), prog_bar=True)
         self.log("val_acc", self.val_acc, prog_bar=True)
 
     def test_step(self, batch, batch_idx):
-        tokens, labels = batch
-        logits, _ = self(tokens)
+        *docs, labels = batch
+        logits, _ = self(*docs)
         self.test_acc(logits, labels)
         self.log("test_acc", self.test_acc)
 
@@ -355,14 +359,14 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
         max_len = checkpoint["hyper_parameters"]["max_len"]
         if data.seq_len > max_len:
             raise ValueError(
-                f"tasks.{spec.task}.max_length = {data.seq_len} exceeds the pretrained "
+                f"tasks.{spec.task}: sequence length {data.seq_len} exceeds the pretrained "
                 f"backbone's max_len {max_len} (upstream.seq_len)"
             )
-    bcfg = backbone_config(spec.arch, spec.size, len(data.vocab), max_len, norm=cfg.norm,
+    bcfg = backbone_config(spec.arch, spec.size, data.vocab_size, max_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
     backbone = backbone_class(spec.arch)(bcfg)
     report = prior.initialise(backbone, data, checkpoint)
-    head = ClassifierHead(backbone, data.n_classes, cfg.pooling)
+    head = ClassifierHead(backbone, data.n_classes, cfg.pooling, pair=data.pair)
     return Classifier(backbone, head, cfg, data.n_classes, data.pad_id), report
 
 
@@ -396,8 +400,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     cfg = model.cfg = prior.match_compute(cfg, step_flops, pretrain_record)
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
-    record.update(task=spec.task, prior=spec.prior, stage=prior.stage, seq_len=data.seq_len,
-                  data_checksum=data_checksum(data_dir))
+    record.update(task=spec.task, task_data=data.label, prior=spec.prior, stage=prior.stage,
+                  seq_len=data.seq_len, data_checksum=data_checksum(data_dir))
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
                       upstream_loss=float(pretrain_record["upstream_loss"]))

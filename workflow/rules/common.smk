@@ -42,6 +42,23 @@ onstart:
 
         warm.start()
 GRID = config["grid"]
+DIMENSIONS = {"arch": "archs", "size": "sizes", "prior": "priors", "seed": "seeds"}
+
+
+def task_grid(task):
+    """One task's grid: the study's, or its grid.per_task sub-grid."""
+    own = GRID["per_task"].get(task, {})
+    for key, values in own.items():
+        outside = [v for v in values if v not in GRID[key]]
+        if outside:
+            raise ValueError(f"grid.per_task.{task}.{key}: {outside} not in grid.{key} "
+                             f"({GRID[key]}); a task's sub-grid takes values of the grid")
+    return {wildcard: own.get(key, GRID[key]) for wildcard, key in DIMENSIONS.items()}
+
+
+stray = sorted(set(GRID["per_task"]) - set(GRID["tasks"]))
+if stray:
+    raise ValueError(f"grid.per_task: {', '.join(stray)} not in grid.tasks ({GRID['tasks']})")
 
 
 def one_of(names):
@@ -65,30 +82,25 @@ PRETRAIN_DIR = {
     "spt": OUT + "/pretrain/spt/{task}/{arch}/{size}",
     "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
 }
-# The pretraining stages the grid's priors need.
-PRETRAIN_STAGES = sorted({needs_pretraining(p) for p in GRID["priors"]} - {None})
-
 PRETRAIN_RECORDS = sorted(
     {
         path
-        for stage in PRETRAIN_STAGES
+        for task in GRID["tasks"]
+        for stage in {needs_pretraining(p) for p in task_grid(task)["prior"]} - {None}
         for path in expand(
             f"{PRETRAIN_DIR[stage]}/record.parquet",
-            task=GRID["tasks"],
-            arch=GRID["archs"],
-            size=GRID["sizes"],
+            task=task,
+            arch=task_grid(task)["arch"],
+            size=task_grid(task)["size"],
         )
     }
 )
 
-RECORDS = expand(
-    f"{RUN_DIR}/record.parquet",
-    task=GRID["tasks"],
-    arch=GRID["archs"],
-    size=GRID["sizes"],
-    prior=GRID["priors"],
-    seed=GRID["seeds"],
-)
+RECORDS = [
+    path
+    for task in GRID["tasks"]
+    for path in expand(f"{RUN_DIR}/record.parquet", task=task, **task_grid(task))
+]
 
 
 

@@ -1,9 +1,11 @@
-# Task data: generate the task (or convert a release) into split files.
+# Task data: convert the task's source (LRA's release or its offline stand-in)
+# into the data contract (tasks/contract.py): arrays and manifest.json.
 
 
 rule task_data:
     output:
-        expand(OUT + "/data/{{task}}/basic_{split}.tsv", split=["train", "val", "test"]),
+        expand(OUT + "/data/{{task}}/{split}.npz", split=["train", "val", "test"]),
+        manifest=OUT + "/data/{task}/manifest.json",
     params:
         task_config=lambda wc: json.dumps(config["tasks"][wc.task], sort_keys=True),
         out_dir=lambda wc: f"{OUT}/data/{wc.task}",

@@ -1,5 +1,11 @@
 """Task heads, separate from the backbones: a pooled classifier.
 
+For a task whose examples are document pairs (LRA Retrieval), the backbone
+encodes both documents (stacked along the batch: first documents, then second
+ones) and the head classifies [u, v, u*v, u-v] of their pooled states u and v,
+as LRA's dual-encoder head (Tay et al. 2021, lra_benchmarks/models/layers/
+common_layers.py, classifier_head_dual).
+
 A backbone whose class declares `output = "mos"` gets a mixture-of-softmaxes
 output layer (models/mos.py) instead of a linear one; it returns
 log-probabilities, which cross-entropy and argmax take as logits unchanged.
@@ -37,15 +43,25 @@ def output_layer(backbone: nn.Module, n_out: int) -> nn.Module:
 
 
 class ClassifierHead(nn.Module):
-    """Pool the sequence, then a one-hidden-layer MLP to class scores (as in LRA)."""
+    """Pool the sequence, then a one-hidden-layer MLP to class scores (as in LRA).
 
-    def __init__(self, backbone: nn.Module, n_classes: int, pooling: str = "mean"):
+    pair=True: the batch holds the first documents then the second ones, and
+    the MLP reads [u, v, u*v, u-v] of each pair's pooled states.
+    """
+
+    def __init__(self, backbone: nn.Module, n_classes: int, pooling: str = "mean",
+                 pair: bool = False):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling: got {pooling!r}, accepted values: {', '.join(POOLINGS)}")
-        self.pooling = pooling
-        self.hidden = nn.Linear(backbone.cfg.width, backbone.cfg.width)
+        self.pooling, self.pair = pooling, pair
+        width = backbone.cfg.width
+        self.hidden = nn.Linear(4 * width if pair else width, width)
         self.out = output_layer(backbone, n_classes)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.out(F.gelu(self.hidden(pool(hidden, mask, self.pooling))))
+        pooled = pool(hidden, mask, self.pooling)
+        if self.pair:
+            u, v = pooled.chunk(2)
+            pooled = torch.cat([u, v, u * v, u - v], dim=-1)
+        return self.out(F.gelu(self.hidden(pooled)))

@@ -106,9 +106,10 @@ class Pretrained(Prior):
         from ..models.lm_head import token_embedding
         from .transfer import transfer_backbone
 
-        # Upstream pretraining reads bytes, the task its own symbols: the token
-        # table is the one part that cannot transfer, so it stays fresh there.
-        same_vocab = checkpoint["hyper_parameters"]["vocab_size"] == len(data.vocab)
+        # Upstream pretraining reads bytes, a task may read its own symbols or
+        # pixels: the token table transfers only between the same vocabulary
+        # (tasks.contract), and otherwise stays fresh.
+        same_vocab = checkpoint["hyper_parameters"].get("vocab") == data.vocab
         fresh = () if same_vocab else (token_embedding(backbone),)
         transfer_backbone(checkpoint["state_dict"], backbone, fresh=fresh)
         return {"loaded": self.pretrain, "token_table_fresh": not same_vocab}

@@ -3,7 +3,7 @@
 Masked denoising as in Amos et al. 2023, "Never Train from Scratch: Fair
 Comparison of Long-Sequence Models Requires Data-Driven Priors": every real
 token is masked independently with probability `ratio` (per task: ListOps 10%,
-text and retrieval 15%, image and pathfinder 50%), the model predicts the
+text and retrieval 15%, image, pathfinder and path-x 50%), the model predicts the
 original token at masked positions, and the loss ignores the rest (targets
 -100, cross-entropy's ignore_index). Causal models get next-token prediction
 instead (`causal_lm_targets`).
@@ -28,7 +28,8 @@ import math
 
 import torch
 
-MASK_RATIOS = {"listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50, "pathfinder": 0.50}
+MASK_RATIOS = {"listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50, "pathfinder": 0.50,
+               "pathx": 0.50}
 IGNORE_INDEX = -100
 REPLACEMENTS = ("mask", "bert")
 

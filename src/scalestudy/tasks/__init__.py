@@ -1,46 +1,97 @@
-"""Task data: prepare the split files of a task, and load them as tensors.
+"""Task data: Long Range Arena's six tasks (Tay et al. 2021), each read from
+the real release (`source: lra`, files in `lra_dir`) or made by an offline
+stand-in that needs no download (each task's default source), behind one data
+contract (tasks/contract.py).
 
-`prepare` writes `{split}` files into a task's data directory (generated, or
-copied from a release after validation); `load` reads them back as padded
-token-id tensors. Only `load` needs torch.
+One module per task owns its config dataclass, its release reader and its
+stand-in: listops, text (IMDb), retrieval (AAN), image (CIFAR-10), pathfinder
+(Pathfinder and Path-X). `prepare` converts a source once into the contract's
+cached arrays and manifest; `load` reads them back as tensors, and is all that
+training and pretraining read. `check_releases` refuses a study whose release
+files are missing before any job runs. The config dataclasses' defaults are
+config/config.yaml's task sections (tests/test_tasks.py keeps them equal).
+Only `load` needs torch (and `prepare`, for the masking ratios of
+priors/masking.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import tempfile
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..faults import kill_point
 from ..names import TASKS
-from . import listops
-
-
-@dataclass
-class TaskData:
-    """Padded token ids [N, seq_len] (pad id 0) and labels [N] per split."""
-
-    name: str
-    splits: dict[str, tuple[Any, Any]]
-    vocab: tuple[str, ...]
-    n_classes: int
-    seq_len: int
-    pad_id: int = 0
-
-
-def split_files(data_dir: Path) -> dict[str, Path]:
-    return {split: Path(data_dir) / f"basic_{split}.tsv" for split in listops.SPLITS}
-
+from ..records import LRA_RELEASE
+from . import contract, image, listops, pathfinder, retrieval, text
 
 LRA_ARCHIVE = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
 LRA_REPOSITORY = "https://github.com/google-research/long-range-arena"
 
 
+@dataclass(frozen=True)
+class Task:
+    """A task's module (its readers, stand-in and release) and config class."""
+
+    module: ModuleType
+    config: type
+
+
+TASK_TABLE: dict[str, Task] = {
+    "listops": Task(listops, listops.ListOpsConfig),
+    "text": Task(text, text.TextConfig),
+    "retrieval": Task(retrieval, retrieval.RetrievalConfig),
+    "image": Task(image, image.ImageConfig),
+    "pathfinder": Task(pathfinder, pathfinder.PathfinderConfig),
+    "pathx": Task(pathfinder, pathfinder.PathXConfig),
+}
+
+
+@dataclass
+class TaskData:
+    """Per split a tuple of tensors: token ids [N, seq_len] (pad id 0), the
+    second document's ids for a pair task (retrieval), and labels [N]."""
+
+    name: str
+    splits: dict[str, tuple[Any, ...]]
+    vocab: str  # what the ids mean: bytes, pixels, listops (tasks.contract)
+    vocab_size: int
+    n_classes: int
+    seq_len: int
+    mask_ratio: float
+    pair: bool = False
+    standin: str | None = None
+    pad_id: int = contract.PAD_ID
+
+    @property
+    def label(self) -> str:
+        """What the data is, for records: the stand-in's description or LRA's release."""
+        return self.standin or LRA_RELEASE
+
+
 class MissingRelease(FileNotFoundError):
     """A task of the grid reads a release (`source: lra`) that is not on disk."""
+
+
+def task_config(task: str, cfg: dict):
+    """The task's config dataclass from its study section, checked."""
+    if task not in TASKS:
+        raise ValueError(f"task: unknown {task!r}, accepted values: {', '.join(TASKS)}")
+    entry = TASK_TABLE[task]
+    fields = {f.name for f in dataclasses.fields(entry.config)}
+    unknown = set(cfg) - fields
+    if unknown:
+        raise ValueError(
+            f"tasks.{task}: unknown keys {sorted(unknown)}, accepted keys: {sorted(fields)}"
+        )
+    config = entry.config(**cfg)
+    if config.source not in entry.module.SOURCES:
+        raise ValueError(f"tasks.{task}.source: got {config.source!r}, accepted values: "
+                         f"{', '.join(entry.module.SOURCES)}")
+    return config
 
 
 def check_releases(config: dict, root: Path | str = ".") -> None:
@@ -57,84 +108,68 @@ def check_releases(config: dict, root: Path | str = ".") -> None:
         cfg = config["tasks"].get(task, {})
         if cfg.get("source") != "lra":
             continue
-        lra_dir = Path(cfg.get("lra_dir") or listops.ListOpsConfig.lra_dir)
+        module, task_cfg = TASK_TABLE[task].module, task_config(task, cfg)
+        lra_dir = Path(task_cfg.lra_dir)
         where = lra_dir if lra_dir.is_absolute() else Path(root) / lra_dir
-        missing = [path.name for path in split_files(where).values() if not path.is_file()]
+        expected = module.release_files(task_cfg)
+        missing = [name for name in expected if not (where / name).exists()]
         if not missing:
             continue
-        state = ("does not exist" if not where.is_dir()
-                 else f"lacks {', '.join(missing)}")
-        names = ", ".join(path.name for path in split_files(lra_dir).values())
+        state = "does not exist" if not where.is_dir() else f"lacks {', '.join(missing)}"
+        url, part = module.release_source(task_cfg)
+        if url is None:
+            fetch = (f"download\n  {LRA_ARCHIVE}\n(the lra_release archive of the "
+                     f"google-research/long-range-arena repository, {LRA_REPOSITORY}), unpack it "
+                     f"(tar xzf lra_release.gz) and copy {part} into {lra_dir}/.")
+        else:
+            fetch = f"download\n  {url}\nand unpack {part} into {lra_dir}/."
         problems.append(
             f"task {task} reads the LRA release (tasks.{task}.source: lra), but its "
             f"directory {lra_dir} ({where.resolve()}) {state}.\n"
-            f"Put the release's {names} there: download\n"
-            f"  {LRA_ARCHIVE}\n"
-            f"(the lra_release archive of the google-research/long-range-arena repository, "
-            f"{LRA_REPOSITORY}), unpack it (tar xzf lra_release.gz) and copy the files of "
-            f"its listops-1000/ directory into {lra_dir}/.\n"
+            f"Put the release's {', '.join(expected)} there: {fetch}\n"
             f"Or set tasks.{task}.lra_dir to the directory that holds them, or "
-            f"tasks.{task}.source: generate to generate the task instead."
+            f"tasks.{task}.source: {module.SOURCES[0]} for the offline stand-in instead."
         )
     if problems:
         raise MissingRelease("\n".join(problems))
 
 
-def task_config(task: str, cfg: dict) -> listops.ListOpsConfig:
-    if task not in TASKS:
-        raise ValueError(f"task: unknown {task!r}, accepted values: {', '.join(TASKS)}")
-    fields = {f.name for f in dataclasses.fields(listops.ListOpsConfig)}
-    unknown = set(cfg) - fields
-    if unknown:
-        raise ValueError(
-            f"tasks.{task}: unknown keys {sorted(unknown)}, accepted keys: {sorted(fields)}"
-        )
-    return listops.ListOpsConfig(**cfg)
+def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
+    """Convert the task's source into the data contract in out_dir, all or
+    nothing; returns the manifest."""
+    from ..priors.masking import MASK_RATIOS
 
-
-def prepare(task: str, cfg: dict, out_dir: Path) -> None:
-    """Write the task's split files into out_dir, all or nothing."""
     config = task_config(task, cfg)
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
-        staged = split_files(Path(tmp))
-        if config.source == "generate":
-            for split, examples in listops.generate(config).items():
-                listops.write_split(examples, staged[split])
-        elif config.source == "lra":
-            for target in staged.values():
-                source = Path(config.lra_dir) / target.name
-                listops.read_split(source)  # validate before copying
-                shutil.copyfile(source, target)
-        else:
-            raise ValueError(
-                f"tasks.{task}.source: got {config.source!r}, accepted values: generate, lra"
-            )
-        kill_point("data", out_dir)  # fault injection (tests only)
-        out_dir.mkdir(exist_ok=True)
-        for split, path in staged.items():
-            path.replace(split_files(out_dir)[split])
+    module = TASK_TABLE[task].module
+    splits = module.build(config)
+    for split, arrays in splits.items():
+        if not len(arrays.labels):
+            raise ValueError(f"tasks.{task}: the {split} split is empty")
+    manifest = {
+        "task": task, "source": config.source, "standin": module.standin(config),
+        "n_classes": module.n_classes(config), "vocab": module.VOCAB_NAME,
+        "vocab_size": module.VOCAB_SIZE,
+        "mask_ratio": MASK_RATIOS[task], "config": dataclasses.asdict(config),
+    }
+    return contract.write(out_dir, splits, manifest)
 
 
 def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
-    """The prepared splits as tensors, padded to the task's max_length."""
+    """The prepared splits as int64 tensors; refuses a directory prepared for
+    another task or config."""
     import torch
 
-    config = task_config(task, cfg)
-    index = {token: i for i, token in enumerate(listops.VOCAB)}
-    seq_len = config.max_length
-    splits = {}
-    for split, path in split_files(data_dir).items():
-        rows = listops.read_split(path)
-        tokens = torch.full((len(rows), seq_len), listops.PAD_ID, dtype=torch.long)
-        for i, (words, _) in enumerate(rows):
-            if len(words) > seq_len:
-                raise ValueError(
-                    f"{path}: example {i} has {len(words)} tokens, more than "
-                    f"tasks.{task}.max_length = {seq_len}"
-                )
-            tokens[i, : len(words)] = torch.tensor([index[w] for w in words])
-        labels = torch.tensor([label for _, label in rows], dtype=torch.long)
-        splits[split] = (tokens, labels)
-    return TaskData(task, splits, listops.VOCAB, listops.N_CLASSES, seq_len, listops.PAD_ID)
+    config = json.loads(json.dumps(dataclasses.asdict(task_config(task, cfg))))
+    manifest, splits = contract.read(data_dir)
+    if manifest["task"] != task or manifest["config"] != config:
+        raise ValueError(f"{data_dir} holds {manifest['task']} prepared with "
+                         f"{manifest['config']}, not {task} with {config}; prepare it again")
+
+    def tensors(split: contract.Split) -> tuple[Any, ...]:
+        arrays = [split.tokens, split.tokens2, split.labels]
+        return tuple(torch.from_numpy(a.astype("int64")) for a in arrays if a is not None)
+
+    return TaskData(task, {name: tensors(split) for name, split in splits.items()},
+                    manifest["vocab"], manifest["vocab_size"], manifest["n_classes"],
+                    manifest["seq_len"], manifest["mask_ratio"], manifest["pair"],
+                    manifest["standin"], manifest["pad_id"])

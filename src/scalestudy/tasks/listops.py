@@ -7,8 +7,10 @@ trees follow LRA's distribution exactly: an operator node with probability
 SM (sum modulo 10) over digits 0-9, written with grouping parentheses and a
 closing `]`. A tree is kept when min_length < length < max_length, where length
 counts the tokens left after LRA's tokenisation (drop `(` `)`, split on white
-space). Files are written in the release format (`Source<TAB>Target`), so the
-one reader serves generated and downloaded data alike.
+space). The generated examples go through the release format's text
+(`Source<TAB>Target` rows, `to_string`) and its tokeniser, so generated and
+downloaded data are tokenised by the same code; `build` turns either into the
+data contract's arrays (tasks/contract.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from .contract import Split, make_split
+
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
 OPERATORS = (MIN, MAX, MED, SUM_MOD)
 VALUES = tuple(range(10))
@@ -27,20 +31,39 @@ VOCAB = ("<pad>", "<mask>", "<cls>", *map(str, VALUES), *OPERATORS, END)
 PAD_ID = 0
 N_CLASSES = 10
 SPLITS = ("train", "val", "test")
+VOCAB_SIZE = len(VOCAB)
+VOCAB_NAME = "listops"
+SOURCES = ("generate", "lra")
+
+
+def release_source(cfg: ListOpsConfig) -> tuple[str | None, str]:
+    """(download URL, None for LRA's archive; what of it goes into lra_dir)."""
+    return None, "the files of its listops-1000/ directory"
 
 
 @dataclass(frozen=True)
 class ListOpsConfig:
     source: str = "generate"  # or "lra": read the release files in lra_dir
     lra_dir: str = "data/lra_release/listops-1000"
-    n_train: int = 2000
-    n_val: int = 200
-    n_test: int = 200
-    max_depth: int = 10
-    max_args: int = 10
-    min_length: int = 500
-    max_length: int = 2000
+    n_train: int = 4000
+    n_val: int = 300
+    n_test: int = 500
+    max_depth: int = 3
+    max_args: int = 5
+    min_length: int = 4
+    max_length: int = 48
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.source == "generate" and self.min_length + 1 >= self.max_length:
+            raise ValueError(
+                f"tasks.listops: min_length {self.min_length} leaves no length below "
+                f"max_length {self.max_length} (an example is kept when min_length < "
+                f"length < max_length); accepted: min_length <= max_length - 2")
+
+    @property
+    def seq_len(self) -> int:
+        return self.max_length
 
 
 def generate_tree(rng: random.Random, depth: int, max_depth: int, max_args: int):
@@ -107,18 +130,32 @@ def tokenize(source: str) -> list[str]:
     return source.replace("(", "").replace(")", "").split()
 
 
-def write_split(examples: list[tuple[str, int]], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
-        writer.writerow(["Source", "Target"])
-        writer.writerows(examples)
+def split_files(lra_dir: Path) -> dict[str, Path]:
+    """The release's files, by split."""
+    return {split: Path(lra_dir) / f"basic_{split}.tsv" for split in SPLITS}
+
+
+def release_files(cfg: ListOpsConfig) -> list[str]:
+    return [path.name for path in split_files(Path(".")).values()]
+
+
+def standin(cfg: ListOpsConfig) -> str | None:
+    if cfg.source == "lra":
+        return None
+    return (f"stand-in for LRA ListOps: LRA's generator at max_depth {cfg.max_depth}, "
+            f"max_args {cfg.max_args}, lengths {cfg.min_length}-{cfg.max_length}")
+
+
+def n_classes(cfg: ListOpsConfig) -> int:
+    return N_CLASSES
 
 
 def read_split(path: Path) -> list[tuple[list[str], int]]:
     """Read one release-format file: (tokens, label) per row, validated."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"ListOps split not found: {path}")
+        raise FileNotFoundError(f"ListOps release file not found: expected {path.name} in "
+                                f"{path.parent}")
     try:
         return _read_rows(path)
     except UnicodeDecodeError as err:  # a corrupt file: name it
@@ -145,3 +182,25 @@ def _read_rows(path: Path) -> list[tuple[list[str], int]]:
                 raise ValueError(f"{path}:{line}: Target {label} outside 0-9")
             rows.append((tokens, label))
     return rows
+
+
+def to_split(rows: list[tuple[list[str], int]], seq_len: int, where: str) -> Split:
+    """Token rows -> contract arrays; an example longer than seq_len is refused
+    (cutting a ListOps expression would change its value)."""
+    index = {token: i for i, token in enumerate(VOCAB)}
+    for i, (words, _) in enumerate(rows):
+        if len(words) > seq_len:
+            raise ValueError(f"{where}: example {i} has {len(words)} tokens, more than "
+                             f"tasks.listops.max_length = {seq_len}")
+    return make_split([[index[w] for w in words] for words, _ in rows],
+                      [label for _, label in rows], seq_len)
+
+
+def build(cfg: ListOpsConfig) -> dict[str, Split]:
+    """The splits, generated or read from the release in cfg.lra_dir."""
+    if cfg.source == "lra":
+        return {split: to_split(read_split(path), cfg.max_length, str(path))
+                for split, path in split_files(cfg.lra_dir).items()}
+    return {split: to_split([(tokenize(src), label) for src, label in examples],
+                            cfg.max_length, f"generated {split}")
+            for split, examples in generate(cfg).items()}
