@@ -165,7 +165,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
     record.update(task=spec.corpus, prior=spec.kind, stage=spec.kind, seq_len=seq_len)
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
-                           save_top_k=1, save_last=True, enable_version_counter=False)
+                           save_top_k=1, enable_version_counter=False)
     trainer = make_trainer(cfg, spec.trainer, out_dir, best)
     val = loader(splits["val"], cfg.batch_size, spec.seed, False)
 
