@@ -198,10 +198,15 @@ def test_failed_runs_are_counted_not_fitted():
 
 def test_x_axis_is_selectable():
     runs = make_runs(priors=("random", "upstream"), alpha_d={("transformer", "random"): 0.07})
-    for x_axis in ("params", "flops_per_token"):
+    # Three axes that are not proportional: error = c (100 N)^-0.07 against compute;
+    # the parameter count recorded as N^2 (so alpha halves) and FLOPs per step as
+    # N^0.5 (so alpha doubles).
+    n = runs["size"].map(PARAMS)
+    runs["n_params_nonembed"] = (n**2).astype("int64")
+    runs["flops_per_step"] = 1e3 * n**0.5
+    for x_axis, alpha in (("compute", 0.07), ("params", 0.035), ("flops_per_token", 0.14)):
         fits = fit_study(runs, x_axis=x_axis, n_boot=20)
-        # Compute, parameters and FLOPs per token are all proportional here.
-        assert _one(fits, "alpha_D", prior="random")["alpha"] == pytest.approx(0.07, rel=1e-6)
+        assert _one(fits, "alpha_D", prior="random")["alpha"] == pytest.approx(alpha, rel=1e-6)
         assert set(fits.loc[fits["metric"] != "alpha_UD", "x_axis"]) == {x_axis}
     with pytest.raises(ValueError, match="accepted values: compute, params"):
         fit_study(runs, x_axis="tokens")
