@@ -864,6 +864,37 @@ def test_claim_spt_beats_the_compute_matched_control():
     assert spt["listops / transformer"] == "does not hold"
 
 
+def test_contrast_interval_coverage_and_false_positive_rate_on_null_data():
+    """200 synthetic studies (seeded) in which SPT and its control have the same
+    accuracy law (0.7, 5% log-normal noise on the error; 3 sizes x 2 seeds).
+
+    "holds" needs the whole 95% interval above 0: on null data it should say so
+    in ~2.5% of studies (measured: 2% here, 1-2% with 4 sizes or 3 seeds); the
+    bound 6% is 3 standard errors above 2.5%, and refuses a verdict on the
+    estimate alone (~50%), on a 50% interval (~25%) or an 80% one (~10%).
+    Coverage of the true contrast (0): measured 0.93 (0.945-0.965 in the other
+    shapes). Width: the mean interval against 2 x 1.96 x the spread of the
+    estimate over the studies, measured 1.14 (the spread itself is known to
+    ~5% from 200 studies); a 99% interval (x1.31: 1.50) or an 80% one (x0.65:
+    0.75) leaves the band."""
+    acc = {("transformer", "spt"): 0.7, ("transformer", "scratch_matched"): 0.7}
+    holds, covered, widths, estimates = [], [], [], []
+    for rep in range(200):
+        runs = make_runs(sizes=("xxs", "xs", "s"), priors=("spt", "scratch_matched"),
+                         seeds=(0, 1), acc=acc, noise=0.05, seed=rep)
+        (check,) = claims.spt_beats_matched(runs, n_boot=200, ci=0.95, seed=rep)
+        holds.append(check.verdict == claims.HOLDS)
+        # "SPT - control = 0.046 [0.039, 0.053] over sizes ...": claims.contrast's numbers.
+        estimate, low, high = map(float, re.search(
+            r"= (-?[\d.]+) \[(-?[\d.]+), (-?[\d.]+)\]", check.measurement).groups())
+        covered.append(low <= 0 <= high)
+        widths.append(high - low)
+        estimates.append(estimate)
+    assert np.mean(holds) <= 0.06
+    assert 0.88 <= np.mean(covered) <= 0.99
+    assert 0.9 < np.mean(widths) / (2 * 1.96 * np.std(estimates)) < 1.35
+
+
 def _depth_study(dt_status="ok", std_status="diverged", std_norm="none") -> pd.DataFrame:
     runs = make_runs(priors=("random", "dtfixup"), sizes=("xxs", "xs", "s"), seeds=(0, 1))
     std = runs["prior"] == "random"
