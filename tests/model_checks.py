@@ -114,6 +114,24 @@ def nonembed_params(cls, size, **common):
     return count_params(model)[1]
 
 
+# A training step of the vanilla transformer, counted against an analytic count
+# written from the architecture: per block four D x D projections, the two MLP
+# weights and the two attention matmuls (QK^T, AV: 2 B T^2 D each); the head's
+# hidden and output layers on the pooled [B, D]; backward = 2 x forward.
+def analytic_transformer_step(size: str, batch: int, length: int, n_classes: int | None) -> int:
+    """n_classes None: the backbone alone, no head."""
+    from scalestudy.models.sizes import shape_for
+
+    shape = shape_for(size)
+    tokens = batch * length
+    d, d_ff = shape.width, shape.d_ff
+    block = (4 * 2 * tokens * d * d  # query, key, value, out
+             + 2 * 2 * tokens * d * d_ff  # up, down
+             + 2 * 2 * batch * length * length * d)  # QK^T and AV over all heads
+    head = 0 if n_classes is None else 2 * batch * d * d + 2 * batch * d * n_classes
+    return 3 * (shape.depth * block + head)
+
+
 ALL_CHECKS = [
     check_output_shape,
     check_padding_invariance,

@@ -3,6 +3,7 @@ fresh directory, so results already on disk do not hide the grid); the schema
 and the default study cannot disagree on a default; a study on the LRA release
 stops, naming what to download, when the release is missing."""
 
+import math
 import os
 import shutil
 import subprocess
@@ -70,6 +71,39 @@ def touch_release(workdir: Path, task: str, cfg: dict) -> None:
         path.touch()
 
 
+def job_counts(stdout: str) -> dict[str, int]:
+    """The first "Job stats" table of a Snakemake dry run: job name -> count."""
+    assert "Job stats:" in stdout, stdout[-2000:]
+    counts = {}
+    for line in stdout.split("Job stats:", 1)[1].splitlines()[3:]:
+        cells = line.split()
+        if len(cells) != 2 or not cells[1].isdigit():
+            break
+        counts[cells[0]] = int(cells[1])
+    return counts
+
+
+def expected_jobs(preset: dict) -> dict[str, int]:
+    """The training and pretraining jobs of a study, counted from its grid (the
+    preset over the default study; a task's grid.per_task sub-grid replaces the
+    grid's values for it): one train job per cell, one spt pretraining per task x
+    arch x size and one upstream per arch x size when a prior needs it."""
+    from scalestudy.priors import needs_pretraining
+
+    grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
+    train = spt = 0
+    upstream = set()
+    for task in grid["tasks"]:
+        sub = {**grid, **grid.get("per_task", {}).get(task, {})}
+        stages = {needs_pretraining(prior) for prior in sub["priors"]}
+        cells = len(sub["archs"]) * len(sub["sizes"])
+        train += cells * len(sub["priors"]) * len(sub["seeds"])
+        spt += cells if "spt" in stages else 0
+        if "upstream" in stages:
+            upstream |= {(arch, size) for arch in sub["archs"] for size in sub["sizes"]}
+    return {"train": train, "pretrain_spt": spt, "pretrain_upstream": len(upstream)}
+
+
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)
 def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
     workdir = workflow_copy(tmp_path)
@@ -77,7 +111,10 @@ def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
         touch_release(workdir, task, cfg)
     done = dry_run(workdir, study.name)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "train" in done.stdout and "total" in done.stdout
+    counts = job_counts(done.stdout)
+    expected = expected_jobs(yaml.safe_load(study.read_text()))
+    assert {job: counts.get(job, 0) for job in expected} == expected
+    assert counts["total"] == sum(c for job, c in counts.items() if job != "total")
 
 
 def test_a_study_on_the_lra_release_says_where_to_put_it_when_it_is_missing(tmp_path):

@@ -8,6 +8,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from scalestudy.flops import ATTENTION_KERNELS, CORRECTIONS, count_flops
 
+from model_checks import analytic_transformer_step
+
 
 def torch_count(step) -> int:
     with FlopCounterMode(display=False) as counter:
@@ -44,23 +46,6 @@ def test_ffts_are_counted():
     flops = count_flops(lambda: torch.fft.irfft(torch.fft.rfft(x, n=128), n=128))
     assert flops == 2 * 15 * 2.5 * 128 * 7  # two real transforms of length 128
     assert torch_count(lambda: torch.fft.irfft(torch.fft.rfft(x, n=128), n=128)) == 0
-
-
-# A training step of the vanilla transformer, counted against an analytic count
-# written from the architecture: per block four D x D projections, the two MLP
-# weights and the two attention matmuls (QK^T, AV: 2 B T^2 D each); the head's
-# hidden and output layers on the pooled [B, D]; backward = 2 x forward.
-def analytic_transformer_step(size: str, batch: int, length: int, n_classes: int) -> int:
-    from scalestudy.models.sizes import shape_for
-
-    shape = shape_for(size)
-    tokens = batch * length
-    d, d_ff = shape.width, shape.d_ff
-    block = (4 * 2 * tokens * d * d  # query, key, value, out
-             + 2 * 2 * tokens * d * d_ff  # up, down
-             + 2 * 2 * batch * length * length * d)  # QK^T and AV over all heads
-    head = 2 * batch * d * d + 2 * batch * d * n_classes
-    return 3 * (shape.depth * block + head)
 
 
 def transformer_step_flops(size: str, batch: int, length: int, n_classes: int,

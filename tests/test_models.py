@@ -1,5 +1,7 @@
 """Properties every registered backbone must have (see model_checks.py)."""
 
+import functools
+
 import pytest
 import torch
 
@@ -96,18 +98,39 @@ def ffn_params(size: str) -> int:
     return sum(p.numel() for block in model.blocks for p in block.mlp.branch.parameters())
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_counted_flops_are_positive_and_grow_with_size(arch):
+def backbone_step_flops(arch: str, size: str) -> int:
     from scalestudy.flops import count_flops
 
     from model_checks import batch, build
 
-    flops = []
-    for size in ("xxs", "xs", "s"):
-        model = build(ARCHITECTURES[arch], size).train()
-        tokens, mask = batch()
-        flops.append(count_flops(lambda m=model, t=tokens, k=mask: m(t, k).hidden.sum().backward()))
+    model = build(ARCHITECTURES[arch], size).train()
+    tokens, mask = batch()
+    return count_flops(lambda: model(tokens, mask).hidden.sum().backward())
+
+
+@functools.cache
+def vanilla_step_flops(size: str) -> int:
+    return backbone_step_flops("transformer", size)
+
+
+@pytest.mark.parametrize("size", ["xxs", "xs", "s"])
+def test_vanilla_backbone_step_flops_are_the_analytic_count(size):
+    from model_checks import BATCH, MAX_LEN, analytic_transformer_step
+
+    expected = analytic_transformer_step(size, BATCH, MAX_LEN, None)
+    assert vanilla_step_flops(size) == pytest.approx(expected, rel=0.02)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_counted_flops_grow_with_size_and_match_vanilla(arch):
+    """Every backbone is parameter- or compute-matched to vanilla, so its step
+    costs about vanilla's (which is the analytic count, above). Measured at xxs,
+    xs and s: 0.66x (funnel, pooled) to 1.28x (performer, random features);
+    the band refuses a forward counted twice (2x) or a block left out (<= 0.5x)."""
+    flops = [backbone_step_flops(arch, size) for size in ("xxs", "xs", "s")]
     assert 0 < flops[0] < flops[1] < flops[2], flops
+    for size, counted in zip(("xxs", "xs", "s"), flops, strict=True):
+        assert 0.6 < counted / vanilla_step_flops(size) < 1.4, (size, counted)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -142,16 +165,44 @@ def test_unknown_protocol_names_the_accepted_values():
 @pytest.mark.parametrize("norm", ["post", "none"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_other_norm_placements_and_dropout_run_and_keep_padding_invariance(arch, norm):
+    """Post-LN: every residual block's output is LayerNorm'd (per-token mean 0,
+    variance 1 at init), which a block left at pre-LN is not; none: no LayerNorm
+    anywhere. Dropout is active in training mode (build() returns eval mode) and
+    padding invariance holds under it, given the same dropout masks."""
+    from scalestudy.models.layers import Residual
+
     from model_checks import batch, build
 
     cls = ARCHITECTURES[arch]
-    model = build(cls, norm=norm, dropout=0.1, token_outputs=True)
-    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules()) or norm != "none"
+    model = build(cls, norm=norm, dropout=0.1, token_outputs=True).train()
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert bool(norms) == (norm == "post")
+    residuals = [m for m in model.modules() if isinstance(m, Residual)]
+    assert residuals and all(r.placement == norm for r in residuals)
+    outputs = []
+    for r in residuals:
+        r.register_forward_hook(lambda module, args, out: outputs.append(out))
     tokens, mask = batch()
     other = tokens.masked_fill(~mask, 5)
-    a, b = model(tokens, mask).hidden, model(other, mask).hidden
+    torch.manual_seed(1)
+    a = model(tokens, mask).hidden
+    if norm == "post":
+        assert len(outputs) >= len(residuals)
+        for out in outputs:
+            torch.testing.assert_close(out.mean(-1), torch.zeros(out.shape[:-1]), atol=1e-4,
+                                       rtol=0)
+            # Variance 1 less LayerNorm's eps (1e-5) against the input's variance, which
+            # is tiny where the input is (Funnel's pooled padding): the median position.
+            assert out.var(-1, unbiased=False).median().item() == pytest.approx(1, abs=0.05)
+    torch.manual_seed(1)
+    b = model(other, mask).hidden
+    torch.manual_seed(2)
+    c = model(tokens, mask).hidden
     assert torch.isfinite(a).all()
     torch.testing.assert_close(a[mask], b[mask], atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(a[mask], c[mask], atol=1e-3)  # other dropout masks
+    model.eval()
+    torch.testing.assert_close(model(tokens, mask).hidden, model(tokens, mask).hidden)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -1,8 +1,8 @@
-"""GLU, MoS, Evolved and Universal Transformers: the generic backbone checks,
-the size ladder, FLOPs, and one test per mechanism."""
+"""GLU, MoS, Evolved and Universal Transformers: one test per mechanism (the
+generic backbone checks and the parameter match with the vanilla ladder run
+over the whole registry in test_models.py)."""
 
 import dataclasses
-import functools
 
 import pytest
 import torch
@@ -15,17 +15,7 @@ from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer, TransformerBlock
 from scalestudy.models.universal import SIGNAL_SCALE, UniversalTransformer, timestep_signal
 
-from model_checks import MAX_LEN, VOCAB, batch, build, nonembed_params
-
-CLASSES = [GLUTransformer, MoSTransformer, EvolvedTransformer, UniversalTransformer]
-PARAM_MATCHED = [GLUTransformer, MoSTransformer, EvolvedTransformer]
-name = lambda c: c.__name__  # noqa: E731
-
-
-@functools.cache
-def vanilla_params(size):
-    return nonembed_params(Transformer, size)
-
+from model_checks import MAX_LEN, VOCAB, batch, build
 
 # --- GLU ---------------------------------------------------------------------
 

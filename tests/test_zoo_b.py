@@ -1,5 +1,6 @@
-"""Switch, Performer, Funnel and ALBERT: the generic backbone checks, the parameter
-and compute matching against vanilla, and one test per mechanism."""
+"""Switch, Performer, Funnel and ALBERT: the parameter and compute matching
+against vanilla, and one test per mechanism (the generic backbone checks run
+over the whole registry in test_models.py)."""
 
 import math
 from functools import cache
@@ -18,9 +19,6 @@ from scalestudy.models.switch import SwitchFeedForward, SwitchTransformer, load_
 from scalestudy.models.transformer import Transformer, TransformerBlock
 
 from model_checks import batch, build, nonembed_params
-
-CLASSES = [SwitchTransformer, Performer, Funnel, Albert]
-CAUSAL = [cls for cls in CLASSES if cls.causal_ok]
 
 
 @cache

@@ -178,7 +178,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     record.update(task=spec.corpus, task_data=text.label, prior=spec.kind, stage=spec.kind,
                   seq_len=seq_len, data_checksum=data_checksum(data_dir))
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
-                           save_top_k=1, save_last=True, enable_version_counter=False)
+                           save_top_k=1, enable_version_counter=False)
     trainer = make_trainer(cfg, spec.trainer, out_dir, best)
     val = loader(splits["val"], cfg.batch_size, spec.seed, False)
 

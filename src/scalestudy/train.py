@@ -243,8 +243,10 @@ def quiet_lightning() -> None:
 def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
                  checkpoint: ModelCheckpoint | None = None) -> L.Trainer:
     """The one Trainer factory: hardware from `hw`, history to run_dir/metrics.csv,
-    and run_dir/last.ckpt (plus whatever `checkpoint` keeps)."""
-    checkpoint = checkpoint or ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)
+    and run_dir/last.ckpt, the model after the last step (plus whatever `checkpoint`
+    keeps). last.ckpt has its own callback: one that also keeps a monitored best
+    writes last.ckpt only when it saves a best, so its last.ckpt can be older."""
+    last = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)
     quiet_lightning()
     return L.Trainer(
         accelerator=hw.accelerator,
@@ -258,7 +260,7 @@ def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
         deterministic=True,
         logger=CSVLogger(run_dir, name="", version=""),
         log_every_n_steps=max(1, min(10, cfg.val_every)),
-        callbacks=[checkpoint, LogLines(), *faults.callbacks()],
+        callbacks=[last, *([checkpoint] if checkpoint else []), LogLines(), *faults.callbacks()],
         enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
         num_sanity_val_steps=0,
