@@ -263,7 +263,7 @@ def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     optimizer = model.configure_optimizers()["optimizer"]
     assert optimizer.param_groups[0]["lr"] == run_spec.train.lr
     torch.manual_seed(0)
-    reference = build_backbone("transformer", "xxs", len(data.vocab), data.seq_len, norm="none",
+    reference = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, norm="none",
                                protocol="default")
     if prior == "tfixup":
         expected = fixup.apply_tfixup(reference)
