@@ -475,7 +475,7 @@ def test_styles_are_one_per_architecture_and_prior():
     assert set(plots.ARCH_STYLES) == set(ARCHITECTURES)
     colours = [plots.arch_style(a)["color"].lower() for a in ARCHITECTURES]
     markers = [plots.arch_style(a)["marker"] for a in ARCHITECTURES]
-    assert len(set(colours)) == len(set(markers)) == len(ARCHITECTURES) == 13
+    assert len(set(colours)) == len(set(markers)) == len(ARCHITECTURES) == 14
     assert set(plots.PRIOR_STYLES) >= set(PRIORS)
     pairs = [(str(plots.prior_style(p)["linestyle"]), plots.prior_style(p)["fillstyle"])
              for p in PRIORS]

@@ -7,7 +7,7 @@ these tuples by the tests, and config/schema.yaml lists the same names.
 
 ARCHITECTURES = (
     "transformer", "glu", "mos", "evolved", "universal", "switch", "performer", "funnel",
-    "albert", "mixer", "lconv", "dconv", "s4",
+    "albert", "mixer", "lconv", "dconv", "s4", "s4_unstructured",
 )
 PRIORS = ("random", "random_noln", "tfixup", "dtfixup", "spt", "upstream", "scratch_matched")
 TASKS = ("listops",)

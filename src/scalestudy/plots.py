@@ -86,6 +86,7 @@ ARCH_STYLES: dict[str, dict] = {
     "lconv": {"color": "#44AA99", "marker": ">"},
     "dconv": {"color": "#8C564B", "marker": "d"},
     "s4": {"color": "#E8384F", "marker": "*"},
+    "s4_unstructured": {"color": "#AA4499", "marker": "8"},
 }
 # One line style and marker fill per prior (the marker's shape and colour stay the
 # architecture's): where a panel shows one architecture, its priors differ in these.
