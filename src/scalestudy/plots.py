@@ -96,6 +96,7 @@ PRIOR_STYLES: dict[str, dict] = {
     "tfixup": {"linestyle": (0, (3, 1.5)), "fillstyle": "left"},
     "dtfixup": {"linestyle": (0, (3, 1.5, 1, 1.5)), "fillstyle": "right"},
     "spt": {"linestyle": (0, (7, 2)), "fillstyle": "bottom"},
+    "spt_causal": {"linestyle": (0, (7, 2, 1, 2)), "fillstyle": "bottom"},
     "upstream": {"linestyle": (0, (7, 1.5, 1, 1.5, 1, 1.5)), "fillstyle": "top"},
     "scratch_matched": {"linestyle": (0, (1, 2.5)), "fillstyle": "full"},
 }

@@ -9,8 +9,9 @@ with the best validation loss.
   masked token, on the validation split, best checkpoint) is the run's
   `upstream_loss`, the y of alpha_U.
 
-A causal backbone (`train.causal`) pretrains by next-token prediction instead
-of masked denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
+A causal backbone (`train.causal`, or the stage `spt_causal`, which makes it
+causal as its prior does) pretrains by next-token prediction instead of masked
+denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
 80/10/10). Not yet: masking of pixel inputs with a mask channel (LRA Image,
 Pathfinder), which waits for those tasks.
 """
@@ -29,6 +30,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from . import tasks
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
+from .priors import SELF_PRETRAINING, get_prior
 from .priors.masking import IGNORE_INDEX, MASK_RATIOS, causal_lm_targets, mask_tokens
 from .tasks import upstream
 from .train import (
@@ -44,7 +46,7 @@ from .train import (
     spec_hash,
 )
 
-KINDS = ("spt", "upstream")
+KINDS = (*SELF_PRETRAINING, "upstream")
 UPSTREAM_MASK_RATIO = 0.15
 
 
@@ -134,7 +136,7 @@ class MaskedLM(StudyModule):
 
 def corpus(spec: PretrainSpec, data_dir: Path) -> tuple[dict, int, int]:
     """Token tensors per split, vocabulary size and sequence length."""
-    if spec.kind == "spt":
+    if spec.kind in SELF_PRETRAINING:
         data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
         return ({split: (tokens,) for split, (tokens, _) in data.splits.items()},
                 len(data.vocab), data.seq_len)
@@ -149,7 +151,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     run record (stage = spt or upstream) into out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = spec.train
+    cfg = get_prior(spec.kind).schedule(spec.train)  # the backbone its prior finetunes
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)

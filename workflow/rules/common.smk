@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from scalestudy.locks import claim, clear_stale
 from scalestudy.names import NON_CAUSAL
-from scalestudy.priors import needs_pretraining
+from scalestudy.priors import SELF_PRETRAINING, forces_causal, needs_pretraining
 from scalestudy.tasks import check_releases
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
@@ -21,12 +21,14 @@ validate(config, "../../config/schema.yaml")
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
 
-if config["train"]["causal"]:
+causal_priors = [p for p in config["grid"]["priors"] if forces_causal(p)]
+if config["train"]["causal"] or causal_priors:
     no_causal = [arch for arch in config["grid"]["archs"] if arch in NON_CAUSAL]
+    why = "train.causal: true" if config["train"]["causal"] else f"prior {causal_priors[0]}"
     if no_causal:
         raise ValueError(
-            f"grid.archs: {', '.join(no_causal)} has no causal mode (train.causal: true); "
-            f"drop it from the grid or set train.causal: false"
+            f"grid.archs: {', '.join(no_causal)} has no causal mode ({why}); "
+            f"drop it from the grid, or set train.causal: false and drop causal priors"
         )
 
 OUT = f"results/{config['study']}"
@@ -55,7 +57,7 @@ wildcard_constraints:
 RUN_DIR = OUT + "/runs/{task}/{arch}/{size}/{prior}/s{seed}"
 
 PRETRAIN_DIR = {
-    "spt": OUT + "/pretrain/spt/{task}/{arch}/{size}",
+    **{stage: OUT + f"/pretrain/{stage}/{{task}}/{{arch}}/{{size}}" for stage in SELF_PRETRAINING},
     "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
 }
 # The pretraining stages the grid's priors need.
@@ -128,8 +130,9 @@ def pretrain_spec(wildcards, kind):
     spec = {
         "study": config["study"],
         "kind": kind,
-        "corpus": wildcards.task if kind == "spt" else "upstream",
-        "corpus_config": config["tasks"][wildcards.task] if kind == "spt" else config["upstream"],
+        "corpus": wildcards.task if kind in SELF_PRETRAINING else "upstream",
+        "corpus_config": (config["tasks"][wildcards.task] if kind in SELF_PRETRAINING
+                          else config["upstream"]),
         "arch": wildcards.arch,
         "size": wildcards.size,
         "seed": pretrain["seed"],

@@ -15,18 +15,21 @@ rule upstream_corpus:
         "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
+# spt and spt_causal (the self-pretraining stages, priors.SELF_PRETRAINING).
 rule pretrain_spt:
     input:
         rules.task_data.output,
     output:
-        checkpoint=f"{PRETRAIN_DIR['spt']}/best.ckpt",
-        record=f"{PRETRAIN_DIR['spt']}/record.parquet",
+        checkpoint=OUT + "/pretrain/{stage}/{task}/{arch}/{size}/best.ckpt",
+        record=OUT + "/pretrain/{stage}/{task}/{arch}/{size}/record.parquet",
+    wildcard_constraints:
+        stage="|".join(SELF_PRETRAINING),
     params:
-        spec=lambda wc: pretrain_spec(wc, "spt"),
+        spec=lambda wc: pretrain_spec(wc, wc.stage),
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/pretrain/spt/{{task}}/{{arch}}/{{size}}.log",
+        f"{OUT}/logs/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
         mem_mb=4000,
