@@ -9,8 +9,8 @@ ARCHITECTURES = (
     "transformer", "glu", "mos", "evolved", "universal", "switch", "performer", "funnel",
     "albert", "mixer", "lconv", "dconv", "s4", "s4_unstructured",
 )
-PRIORS = ("random", "random_noln", "tfixup", "dtfixup", "spt", "spt_causal", "upstream",
-          "scratch_matched")
+PRIORS = ("random", "random_noln", "random_causal", "tfixup", "dtfixup", "spt", "spt_causal",
+          "upstream", "scratch_matched")
 TASKS = ("listops",)
 # Architectures whose mechanism has no causal mode (funnel: pooling merges
 # positions t and t+1); the registry and the workflow refuse train.causal there.

@@ -93,6 +93,7 @@ ARCH_STYLES: dict[str, dict] = {
 PRIOR_STYLES: dict[str, dict] = {
     "random": {"linestyle": "-", "fillstyle": "full"},
     "random_noln": {"linestyle": (0, (1, 1)), "fillstyle": "none"},
+    "random_causal": {"linestyle": (0, (5, 1, 1, 1, 1, 1)), "fillstyle": "none"},
     "tfixup": {"linestyle": (0, (3, 1.5)), "fillstyle": "left"},
     "dtfixup": {"linestyle": (0, (3, 1.5, 1, 1.5)), "fillstyle": "right"},
     "spt": {"linestyle": (0, (7, 2)), "fillstyle": "bottom"},

@@ -16,7 +16,9 @@ which prior it has, so a new prior is one class here and its tests.
   (Amos et al. 2023); fresh head, fresh optimiser. The denoising objective is
   masked tokens, or next-token prediction when the study's backbones are
   causal (train.causal).
-- spt_causal: the same with the backbone made causal for this prior alone
+- random_causal: random with the backbone made causal for this prior alone,
+  spt_causal's control.
+- spt_causal: spt with the backbone made causal for this prior alone
   (pretraining and finetuning), so it self-pretrains by next-token prediction
   (Amos et al.'s causal denoising objective); a study can then hold both
   objectives side by side (spt with train.causal false is the masked one).
@@ -139,6 +141,7 @@ class ComputeMatched(Prior):
 PRIORS: dict[str, Prior] = {
     "random": Prior("random"),
     "random_noln": Prior("random_noln", norm="none", warmup=False),
+    "random_causal": Prior("random_causal", causal=True),
     "tfixup": TFixup("tfixup", norm="none", warmup=False),
     "dtfixup": DTFixup("dtfixup", norm="none", warmup=False),
     "spt": Pretrained("spt", pretrain="spt"),
