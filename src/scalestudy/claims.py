@@ -667,9 +667,12 @@ def flat_or_negative_downstream(fits: pd.DataFrame) -> list[Check]:
                     "no runs" if row is None else _fit_text(row))))
                 continue
             flat = row["alpha_low"] <= 0
+            text = f"alpha_D = {_fit_text(row)}: {'reaches 0 or below' if flat else 'above 0'}"
+            tf = _one(fits, "alpha_D", arch="transformer", task=task, prior=DOWNSTREAM_PRIOR)
+            if tf is not None:  # the reference: does the transformer itself scale here?
+                text += f" (transformer: {_fit_text(tf)})"
             checks.append(Check(**base, scope=scope, verdict=HOLDS if flat else FAILS,
-                                measurement=f"alpha_D = {_fit_text(row)}: "
-                                            f"{'reaches 0 or below' if flat else 'above 0'}"))
+                                measurement=text))
     if not checks:
         checks.append(Check(**base, scope="all", verdict=NO_DATA,
                             measurement=f"no alpha_D of the {DOWNSTREAM_PRIOR} prior"))
