@@ -149,8 +149,9 @@ def test_mixer_performer_albert_scale_flat_or_negatively_downstream():
     assert verdicts(claims.flat_or_negative_downstream(flat)) == [HOLDS, HOLDS, FAILS]
     with_reference = fits([fit("alpha_D", "mixer", 0.01, -0.02, 0.04),
                            fit("alpha_D", "transformer", 0.1, 0.05, 0.15)])
-    (check,) = claims.flat_or_negative_downstream(with_reference)
-    assert check.measurement.endswith("(transformer: 0.100 [0.050, 0.150])")
+    mixer, performer, albert = claims.flat_or_negative_downstream(with_reference)
+    assert mixer.measurement.endswith("(transformer: 0.100 [0.050, 0.150])")
+    assert (performer.verdict, performer.measurement) == (NO_DATA, "no runs")
     scratch_only = flat.assign(prior="random")  # Tay et al.'s downstream is finetuned
     (check,) = claims.flat_or_negative_downstream(scratch_only)
     assert check.verdict == NO_DATA
