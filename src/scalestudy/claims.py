@@ -569,7 +569,8 @@ def depth_beats_width(runs: pd.DataFrame, **boot) -> list[Check]:
              "the `width` protocol (train.protocol; one study per protocol, their runs "
              "collected together) at the sizes where both have runs and build different "
              "shapes (the anchor size xs builds the same under both and is left out), "
-             "which match non-embedding parameters by construction; mean over those sizes. "
+             "which keep the same ~12 L D^2 budget (up to whole blocks and widths); mean "
+             "over those sizes. "
              f"{CONTRAST_RULE}",
     )
     runs_t = task_runs(runs)
