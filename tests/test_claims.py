@@ -94,6 +94,11 @@ def test_best_architecture_changes_with_scale():
     assert check.verdict == FAILS and "0 of 3 pairs cross: none" in check.measurement
     one_seed = flipped[flipped["seed"] == 0]
     assert verdicts(claims.best_arch_changes_with_scale(one_seed, **BOOT)) == [NO_DATA]
+    # Two protocols' runs collected together are ranked apart.
+    both = pd.concat([flipped, same.assign(protocol="width")])
+    checks = claims.best_arch_changes_with_scale(both, **BOOT)
+    assert [(c.scope, c.verdict) for c in checks] == [
+        ("listops / random / default protocol", HOLDS), ("listops / random / width protocol", FAILS)]
     two_archs = flipped[flipped["arch"] != "mixer"]
     assert verdicts(claims.best_arch_changes_with_scale(two_archs, **BOOT)) == [NO_DATA]
 

@@ -483,7 +483,8 @@ def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: 
         claim="The best architecture changes with scale",
         source=f"{TAY}, §1 (summary of findings: 'the best performing model can fluctuate "
                "at different scales') and §4 (the per-scale comparisons)",
-        rule="per task and prior: Spearman's rank correlation rho between the architectures' "
+        rule="per task and prior (and scaling protocol, where runs of several are "
+             "collected together): Spearman's rank correlation rho between the architectures' "
              "mean test accuracy at the smallest and at the largest size of the grid (sizes "
              "ordered by parameters; the architectures with finished runs at both, at least "
              "three; two runs per cell for an interval). Interval: percentile bootstrap "
@@ -494,9 +495,11 @@ def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: 
              "mean accuracy flips between the two sizes",
     )
     runs_t = _ok(task_runs(runs))
+    several = runs_t["protocol"].nunique() > 1  # runs of two studies collected together
     checks = []
-    for (task, prior), r in sorted(runs_t.groupby(["task", "prior"]), key=lambda kv: kv[0]):
-        scope = f"{task} / {prior}"
+    for (task, prior, protocol), r in sorted(runs_t.groupby(["task", "prior", "protocol"]),
+                                             key=lambda kv: kv[0]):
+        scope = f"{task} / {prior}" + (f" / {protocol} protocol" if several else "")
         order = size_order(r)
         if len(order) < 2:
             checks.append(Check(**base, scope=scope, verdict=NO_DATA,
