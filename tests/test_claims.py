@@ -59,7 +59,8 @@ def verdicts(checks) -> list[str]:
 
 
 def test_switch_highest_alpha_ud():
-    rows = [fit("alpha_UD", "transformer", 0.5, 0.4, 0.6), fit("alpha_UD", "mixer", 0.3, 0.2, 0.4)]
+    rows = [fit("alpha_UD", "transformer", 0.5, 0.4, 0.6),
+            fit("alpha_UD", "mixer", 0.3, 0.2, 0.4)]
     holds = fits(rows + [fit("alpha_UD", "switch", 0.9, 0.8, 1.0)])
     assert verdicts(claims.switch_transfers_best(holds)) == [HOLDS]
     overlaps = fits(rows + [fit("alpha_UD", "switch", 0.6, 0.55, 0.7)])
@@ -98,7 +99,8 @@ def test_best_architecture_changes_with_scale():
     both = pd.concat([flipped, same.assign(protocol="width")])
     checks = claims.best_arch_changes_with_scale(both, **BOOT)
     assert [(c.scope, c.verdict) for c in checks] == [
-        ("listops / random / default protocol", HOLDS), ("listops / random / width protocol", FAILS)]
+        ("listops / random / default protocol", HOLDS),
+        ("listops / random / width protocol", FAILS)]
     two_archs = flipped[flipped["arch"] != "mixer"]
     assert verdicts(claims.best_arch_changes_with_scale(two_archs, **BOOT)) == [NO_DATA]
 

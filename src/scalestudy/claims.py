@@ -474,6 +474,12 @@ def spearman(x, y) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+def _boot_means(groups: list[np.ndarray], rng, n_boot: int) -> np.ndarray:
+    """[n_boot, len(groups)]: each group's mean over its runs resampled."""
+    return np.stack([g[rng.integers(0, g.size, (n_boot, g.size))].mean(axis=1)
+                     for g in groups], axis=1)
+
+
 def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95,
                                  seed: int = 0) -> list[Check]:
     """Tay et al. 2022: the best architecture at one scale is not the best at
@@ -532,13 +538,8 @@ def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: 
         single = min(cells[a, s].size for a in archs for s in (small, large)) < 2
         if not single and n_boot > 0:
             rng = np.random.default_rng(seed)
-
-            def boot(s):
-                return np.stack([cells[a, s][rng.integers(0, cells[a, s].size,
-                                                          (n_boot, cells[a, s].size))]
-                                 .mean(axis=1) for a in archs], axis=1)
-
-            bs, bl = boot(small), boot(large)
+            bs, bl = (_boot_means([cells[a, size] for a in archs], rng, n_boot)
+                      for size in (small, large))
             reps = np.array([spearman(bs[k], bl[k]) for k in range(n_boot)])
             reps = reps[np.isfinite(reps)]
             if reps.size:
@@ -840,7 +841,7 @@ def dtfixup_deeper_is_better(runs: pd.DataFrame, **boot) -> list[Check]:
         def at(frame, depth, width=width):
             return frame[(frame["width"] == width) & (frame["depth"] == depth)]
 
-        def rise(frame):
+        def rise(frame, lo=lo, hi=hi):
             return mean_difference(_ok(at(frame, hi))["test_acc"],
                                    _ok(at(frame, lo))["test_acc"], **boot)
 
