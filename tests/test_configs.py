@@ -86,9 +86,9 @@ def job_counts(stdout: str) -> dict[str, int]:
 def expected_jobs(preset: dict) -> dict[str, int]:
     """The training and pretraining jobs of a study, counted from its grid (the
     preset over the default study; a task's grid.per_task sub-grid replaces the
-    grid's values for it): one train job per cell, one spt pretraining per task x
-    arch x size and one upstream per arch x size when a prior needs it."""
-    from scalestudy.priors import needs_pretraining
+    grid's values for it): one train job per cell, one self-pretraining per stage
+    (spt, spt_causal) x task x arch x size, one upstream per arch x size."""
+    from scalestudy.priors import SELF_PRETRAINING, needs_pretraining
 
     grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
     train = spt = 0
@@ -98,7 +98,7 @@ def expected_jobs(preset: dict) -> dict[str, int]:
         stages = {needs_pretraining(prior) for prior in sub["priors"]}
         cells = len(sub["archs"]) * len(sub["sizes"])
         train += cells * len(sub["priors"]) * len(sub["seeds"])
-        spt += cells if "spt" in stages else 0
+        spt += cells * len(stages & set(SELF_PRETRAINING))  # pretrain_spt runs each stage
         if "upstream" in stages:
             upstream |= {(arch, size) for arch in sub["archs"] for size in sub["sizes"]}
     return {"train": train, "pretrain_spt": spt, "pretrain_upstream": len(upstream)}

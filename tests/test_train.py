@@ -384,3 +384,31 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
               for b in range(len(tokens)) for t in range(tokens.shape[1] - 1)
               if real[b, t] and real[b, t + 1]]
     torch.testing.assert_close(loss, torch.stack(losses).mean())
+
+
+def test_spt_causal_pretrains_and_finetunes_a_causal_backbone(data_dir, tmp_path):
+    """spt_causal makes the backbone causal for its stage and its finetuning, in a
+    study whose train.causal is false: next-token self-pretraining (Amos et al.)."""
+    spec = PretrainSpec.from_dict({
+        "study": "t", "kind": "spt_causal", "corpus": "listops", "arch": "s4", "size": "xxs",
+        "seed": 0, "corpus_config": TASK, "train": PRETRAIN,
+        "trainer": {"accelerator": "cpu", "threads": 1},
+    })
+    assert not spec.train.causal
+    record = run_pretrain(spec, data_dir, tmp_path)
+    assert (record["status"], record["stage"], record["prior"]) == ("ok", "spt_causal",
+                                                                     "spt_causal")
+    state = torch.load(tmp_path / "best.ckpt", weights_only=False)["state_dict"]
+    # A causal S4 has one kernel (C) per layer, a bidirectional one two.
+    assert state["backbone.blocks.0.ssm.branch.kernel.C"].shape[0] == 1
+    run_spec = RunSpec.from_dict({
+        "study": "t", "task": "listops", "arch": "s4", "size": "xxs", "prior": "spt_causal",
+        "seed": 0, "task_config": TASK, "train": {"protocol": "default"},
+    })
+    from scalestudy.priors import get_prior
+
+    cfg = get_prior("spt_causal").schedule(run_spec.train)
+    assert cfg.causal and not run_spec.train.causal
+    data = tasks.load("listops", TASK, data_dir)
+    model, report = build_classifier(run_spec, cfg, data, tmp_path)
+    assert model.backbone.cfg.causal and report["loaded"] == "spt_causal"

@@ -122,7 +122,8 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
     "bad, message",
     [
         ("grid: {archs: [transformer, nope]}", r"'nope' is not one of \['transformer', 'glu'"),
-        ("grid: {priors: [magic]}", r"'magic' is not one of \['random', 'random_noln', 'tfixup'"),
+        ("grid: {priors: [magic]}",
+         r"'magic' is not one of \['random', 'random_noln', 'random_causal'"),
         ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
         ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),
         ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from scalestudy.models.convolutions import DynamicConv, LightConv
 from scalestudy.models.mixer import Mixer
-from scalestudy.models.s4 import S4
+from scalestudy.models.s4 import S4, S4Unstructured
 from scalestudy.models.sizes import SIZES
 from scalestudy.models.transformer import Transformer
 
@@ -161,3 +161,18 @@ def test_s4_vocab_and_lengths_beyond_the_test_size():
     model = build(S4, token_outputs=True)
     tokens = torch.randint(0, VOCAB, (2, 3 * MAX_LEN))  # no length limit
     assert model(tokens, torch.ones_like(tokens, dtype=torch.bool)).hidden.shape[1] == 3 * MAX_LEN
+
+
+def test_s4_unstructured_draws_a_at_random_and_is_otherwise_s4():
+    torch.manual_seed(0)
+    model = build(S4Unstructured)
+    kernel = model.blocks[0].ssm.branch.kernel
+    assert model.cfg.arch == "s4_unstructured" and model.cfg.extra["a_init"] == "random"
+    assert (-kernel.log_A_real.exp() < 0).all()  # stable
+    n = kernel.A_imag.shape[1]
+    assert not torch.allclose(kernel.A_imag[0], torch.pi * torch.arange(n, dtype=torch.float32))
+    assert kernel.log_A_real.std() > 0.5  # no shared real part
+    s4 = build(S4)
+    shapes = {k: v.shape for k, v in s4.state_dict().items()}
+    assert {k: v.shape for k, v in model.state_dict().items()} == shapes
+    assert len(model.ssm_parameters()) == len(s4.ssm_parameters())

@@ -7,15 +7,16 @@ these tuples by the tests, and config/schema.yaml lists the same names.
 
 ARCHITECTURES = (
     "transformer", "glu", "mos", "evolved", "universal", "switch", "performer", "funnel",
-    "albert", "mixer", "lconv", "dconv", "s4",
+    "albert", "mixer", "lconv", "dconv", "s4", "s4_unstructured",
 )
-PRIORS = ("random", "random_noln", "tfixup", "dtfixup", "spt", "upstream", "scratch_matched")
+PRIORS = ("random", "random_noln", "random_causal", "tfixup", "dtfixup", "spt", "spt_causal",
+          "upstream", "scratch_matched")
 # The Long Range Arena tasks (tasks/): each reads LRA's release or an offline stand-in.
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 # Architectures whose mechanism has no causal mode (funnel: pooling merges
 # positions t and t+1); the registry and the workflow refuse train.causal there.
 NON_CAUSAL = ("funnel",)
-STAGES = ("upstream", "spt", "finetune", "scratch")
+STAGES = ("upstream", "spt", "spt_causal", "finetune", "scratch")
 STATUSES = ("ok", "diverged", "failed")
 NORMS = ("pre", "post", "none")
 X_AXES = ("compute", "params", "flops_per_token")

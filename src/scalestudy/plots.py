@@ -87,15 +87,18 @@ ARCH_STYLES: dict[str, dict] = {
     "lconv": {"color": "#44AA99", "marker": ">"},
     "dconv": {"color": "#8C564B", "marker": "d"},
     "s4": {"color": "#E8384F", "marker": "*"},
+    "s4_unstructured": {"color": "#AA4499", "marker": "8"},
 }
 # One line style and marker fill per prior (the marker's shape and colour stay the
 # architecture's): where a panel shows one architecture, its priors differ in these.
 PRIOR_STYLES: dict[str, dict] = {
     "random": {"linestyle": "-", "fillstyle": "full"},
     "random_noln": {"linestyle": (0, (1, 1)), "fillstyle": "none"},
+    "random_causal": {"linestyle": (0, (5, 1, 1, 1, 1, 1)), "fillstyle": "none"},
     "tfixup": {"linestyle": (0, (3, 1.5)), "fillstyle": "left"},
     "dtfixup": {"linestyle": (0, (3, 1.5, 1, 1.5)), "fillstyle": "right"},
     "spt": {"linestyle": (0, (7, 2)), "fillstyle": "bottom"},
+    "spt_causal": {"linestyle": (0, (7, 2, 1, 2)), "fillstyle": "bottom"},
     "upstream": {"linestyle": (0, (7, 1.5, 1, 1.5, 1, 1.5)), "fillstyle": "top"},
     "scratch_matched": {"linestyle": (0, (1, 2.5)), "fillstyle": "full"},
 }

@@ -10,8 +10,9 @@ with the best validation loss.
   masked token, on the validation split, best checkpoint) is the run's
   `upstream_loss`, the y of alpha_U.
 
-A causal backbone (`train.causal`) pretrains by next-token prediction instead
-of masked denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
+A causal backbone (`train.causal`, or the stage `spt_causal`, which makes it
+causal as its prior does) pretrains by next-token prediction instead of masked
+denoising. Masked positions take the [MASK] id (Amos et al.; no BERT
 80/10/10). Pixel tasks (Image, Pathfinder, Path-X) mask their intensity
 tokens with the [MASK] id too (Amos et al. zero the pixel and flag it in an
 extra input channel).
@@ -31,6 +32,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from . import tasks
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
+from .priors import SELF_PRETRAINING, get_prior
 from .priors.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 from .records import data_checksum
 from .tasks import upstream
@@ -48,7 +50,7 @@ from .train import (
     spec_hash,
 )
 
-KINDS = ("spt", "upstream")
+KINDS = (*SELF_PRETRAINING, "upstream")
 UPSTREAM_MASK_RATIO = 0.15
 
 
@@ -144,7 +146,7 @@ class Corpus:
 def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
     """The pretraining corpus. spt reads the task's data contract (the masking
     ratio is its manifest's; both documents of a pair task are sequences)."""
-    if spec.kind == "spt":
+    if spec.kind in SELF_PRETRAINING:
         data = tasks.load(spec.corpus, spec.corpus_config, data_dir)
         return Corpus({split: (torch.cat(tensors[:-1]),) for split, tensors in data.splits.items()},
                       data.vocab_size, data.seq_len, data.mask_ratio, data.label, data.vocab)
@@ -160,7 +162,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     run record (stage = spt or upstream) into out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = spec.train
+    cfg = get_prior(spec.kind).schedule(spec.train)  # the backbone its prior finetunes
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     L.seed_everything(spec.seed, workers=True, verbose=False)

@@ -93,13 +93,17 @@ def check_schema(config, schema_path: Path | str = SCHEMA_PATH) -> None:
 
 def check_semantics(config: dict) -> None:
     """The checks a JSON schema cannot express (config already schema-valid)."""
+    from .priors import forces_causal
+
     grid, train = config["grid"], config["train"]
-    if train["causal"]:
+    causal_priors = [p for p in grid["priors"] if forces_causal(p)]
+    if train["causal"] or causal_priors:
         no_causal = [arch for arch in grid["archs"] if arch in NON_CAUSAL]
+        why = "train.causal: true" if train["causal"] else f"prior {causal_priors[0]}"
         if no_causal:
             raise ConfigError(
-                f"grid.archs: {', '.join(no_causal)} has no causal mode (train.causal: true); "
-                f"drop it from the grid or set train.causal: false"
+                f"grid.archs: {', '.join(no_causal)} has no causal mode ({why}); "
+                f"drop it from the grid, or set train.causal: false and drop causal priors"
             )
     from . import tasks
 

@@ -5,7 +5,7 @@ import os
 import re
 
 from scalestudy.locks import claim, clear_stale
-from scalestudy.priors import needs_pretraining
+from scalestudy.priors import SELF_PRETRAINING, needs_pretraining
 from scalestudy.study import machine_memory, trains_in_host_memory, validate
 from scalestudy.tasks import check_releases
 
@@ -79,7 +79,7 @@ wildcard_constraints:
 RUN_DIR = OUT + "/runs/{task}/{arch}/{size}/{prior}/s{seed}"
 
 PRETRAIN_DIR = {
-    "spt": OUT + "/pretrain/spt/{task}/{arch}/{size}",
+    **{stage: OUT + f"/pretrain/{stage}/{{task}}/{{arch}}/{{size}}" for stage in SELF_PRETRAINING},
     "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
 }
 PRETRAIN_RECORDS = sorted(
@@ -147,8 +147,9 @@ def pretrain_spec(wildcards, kind):
     spec = {
         "study": config["study"],
         "kind": kind,
-        "corpus": wildcards.task if kind == "spt" else "upstream",
-        "corpus_config": config["tasks"][wildcards.task] if kind == "spt" else config["upstream"],
+        "corpus": wildcards.task if kind in SELF_PRETRAINING else "upstream",
+        "corpus_config": (config["tasks"][wildcards.task] if kind in SELF_PRETRAINING
+                          else config["upstream"]),
         "arch": wildcards.arch,
         "size": wildcards.size,
         "seed": pretrain["seed"],

@@ -19,17 +19,20 @@ rule upstream_corpus:
         " > {log:q} 2>&1"
 
 
+# spt and spt_causal (the self-pretraining stages, priors.SELF_PRETRAINING).
 rule pretrain_spt:
     input:
         rules.task_data.output,
     output:
-        record=f"{PRETRAIN_DIR['spt']}/record.parquet",
+        record=OUT + "/pretrain/{stage}/{task}/{arch}/{size}/record.parquet",
+    wildcard_constraints:
+        stage="|".join(SELF_PRETRAINING),
     params:
-        spec=lambda wc: pretrain_spec(wc, "spt"),
+        spec=lambda wc: pretrain_spec(wc, wc.stage),
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/pretrain/spt/{{task}}/{{arch}}/{{size}}.log",
+        f"{OUT}/logs/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
         mem_mb=4000,

@@ -18,7 +18,7 @@ from .glu import GLUTransformer
 from .mixer import Mixer
 from .mos import MoSTransformer
 from .performer import Performer
-from .s4 import S4
+from .s4 import S4, S4Unstructured
 from .sizes import LADDER, PROTOCOLS, SIZES, shape_for
 from .switch import SwitchTransformer
 from .transformer import Transformer
@@ -39,6 +39,7 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "lconv": LightConv,
     "dconv": DynamicConv,
     "s4": S4,
+    "s4_unstructured": S4Unstructured,
 }
 
 

@@ -42,6 +42,16 @@ their own group; nothing here enforces it.
 
 `fixup_weights` of the S4D branch returns its output projection (there is no
 input projection); the FFN returns both of its weights.
+
+`s4_unstructured` (`S4Unstructured`) is the same model with A drawn at random
+instead of S4D-Lin's structured values: the ablation of Amos et al. 2023
+("Never Train from Scratch", the study of explicitly structured SSM
+parameterisations under self-pretraining), which asks whether SPT makes the
+structured initialisation redundant. Per channel and mode, Re A =
+-1/2 exp(g) and Im A = h with g, h ~ N(0, 1): stable (Re A < 0) and of the
+structured init's typical scale, with no ladder of frequencies pi n and no
+shared real part. Everything else (dt, B, C, D, the layer, the size mapping)
+is S4's. `extra["a_init"]` ("lin" | "random") carries the choice.
 """
 
 from __future__ import annotations
@@ -57,16 +67,20 @@ from .layers import FeedForward, Residual, closing_norm, standard_init
 from .sizes import shape_for
 
 SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
+A_INITS = ("lin", "random")  # S4D-Lin (structured) or random A (Amos et al.'s ablation)
 
 
 class S4DKernel(nn.Module):
     """The convolution kernels [channels, D, L] of D diagonal SSMs."""
 
-    def __init__(self, width: int, d_state: int, channels: int, dt_min: float, dt_max: float):
+    def __init__(self, width: int, d_state: int, channels: int, dt_min: float, dt_max: float,
+                 a_init: str = "lin"):
         super().__init__()
         if d_state % 2:
             raise ValueError(f"d_state: got {d_state}, must be even (conjugate pairs)")
-        self.dt_min, self.dt_max = dt_min, dt_max
+        if a_init not in A_INITS:
+            raise ValueError(f"a_init: got {a_init!r}, accepted values: {', '.join(A_INITS)}")
+        self.dt_min, self.dt_max, self.a_init = dt_min, dt_max, a_init
         modes = d_state // 2
         self.log_dt = nn.Parameter(torch.empty(width))
         self.log_A_real = nn.Parameter(torch.empty(width, modes))
@@ -78,9 +92,14 @@ class S4DKernel(nn.Module):
     def reset_parameters(self) -> None:
         low, high = math.log(self.dt_min), math.log(self.dt_max)
         self.log_dt.uniform_(low, high)
-        self.log_A_real.fill_(math.log(0.5))  # Re A = -1/2
-        n = torch.arange(self.A_imag.shape[1], dtype=self.A_imag.dtype, device=self.A_imag.device)
-        self.A_imag.copy_(math.pi * n.expand_as(self.A_imag))  # Im A = pi n
+        if self.a_init == "random":  # no structure: Re A = -exp(g)/2, Im A = h, g, h ~ N(0, 1)
+            self.log_A_real.normal_().add_(math.log(0.5))
+            self.A_imag.normal_()
+        else:
+            self.log_A_real.fill_(math.log(0.5))  # Re A = -1/2
+            n = torch.arange(self.A_imag.shape[1], dtype=self.A_imag.dtype,
+                             device=self.A_imag.device)
+            self.A_imag.copy_(math.pi * n.expand_as(self.A_imag))  # Im A = pi n
         self.C.normal_(0.0, math.sqrt(0.5))  # complex standard normal
 
     def discretised(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -111,7 +130,7 @@ class S4DLayer(nn.Module):
         self.bidirectional = not cfg.causal
         self.kernel = S4DKernel(
             cfg.width, cfg.extra["d_state"], 2 if self.bidirectional else 1,
-            cfg.extra["dt_min"], cfg.extra["dt_max"],
+            cfg.extra["dt_min"], cfg.extra["dt_max"], cfg.extra.get("a_init", "lin"),
         )
         self.D = nn.Parameter(torch.empty(cfg.width))
         self.drop = nn.Dropout(cfg.dropout)
@@ -171,6 +190,8 @@ class S4(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
 
     causal_ok = True
+    arch = "s4"
+    a_init = "lin"
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
@@ -181,8 +202,8 @@ class S4(nn.Module):
         self.final_norm = closing_norm(cfg.norm, cfg.width)
         self.apply(init_weights)
 
-    @staticmethod
-    def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:
+    @classmethod
+    def config_for(cls, size: str, protocol: str = "default", **common) -> BackboneConfig:
         shape = shape_for(size, protocol)
         d = shape.width
         d_state = min(64, d)
@@ -190,8 +211,9 @@ class S4(nn.Module):
         # Spend what attention would have had (4D^2 + 4D) minus the S4D layer on the FFN.
         spare = 4 * d * d + 4 * d - s4d_layer_params(d, d_state, channels)
         d_ff = max(1, shape.d_ff + round(spare / (2 * d + 1)))
-        extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3}
-        return BackboneConfig.from_shape("s4", shape, d_ff=d_ff, extra=extra, **common)
+        extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3,
+                 "a_init": cls.a_init}
+        return BackboneConfig.from_shape(cls.arch, shape, d_ff=d_ff, extra=extra, **common)
 
     def ssm_parameters(self) -> dict[str, nn.Parameter]:
         """The A and dt parameters by name, for their own optimiser group
@@ -206,3 +228,10 @@ class S4(nn.Module):
         for block in self.blocks:
             x = block(x, mask)
         return BackboneOutput(self.final_norm(x), mask)
+
+
+class S4Unstructured(S4):
+    """S4 with a random, unstructured diagonal A (Amos et al. 2023's ablation)."""
+
+    arch = "s4_unstructured"
+    a_init = "random"

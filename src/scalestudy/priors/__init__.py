@@ -13,7 +13,15 @@ which prior it has, so a new prior is one class here and its tests.
 - tfixup: LayerNorm removed, T-Fixup init (Huang et al. 2020); no warm-up.
 - dtfixup: LayerNorm removed, DT-Fixup init (Xu et al. 2021); no warm-up.
 - spt: finetune from self-pretraining on the task's own train split
-  (Amos et al. 2023); fresh head, fresh optimiser.
+  (Amos et al. 2023); fresh head, fresh optimiser. The denoising objective is
+  masked tokens, or next-token prediction when the study's backbones are
+  causal (train.causal).
+- random_causal: random with the backbone made causal for this prior alone,
+  spt_causal's control.
+- spt_causal: spt with the backbone made causal for this prior alone
+  (pretraining and finetuning), so it self-pretrains by next-token prediction
+  (Amos et al.'s causal denoising objective); a study can then hold both
+  objectives side by side (spt with train.causal false is the masked one).
 - upstream: finetune from masked-LM pretraining on the upstream corpus
   (Tay et al. 2022).
 - scratch_matched: random init trained for as many FLOPs as spt's
@@ -34,6 +42,9 @@ from typing import Any
 from .. import names
 
 CHECKPOINT = "best.ckpt"  # the pretraining stage's checkpoint a finetuning run loads
+# The pretraining stages that pretrain on the task's own training split (the
+# others pretrain on the upstream corpus).
+SELF_PRETRAINING = ("spt", "spt_causal")
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class Prior:
     stage: str = "scratch"  # the record's stage for the task run
     norm: str | None = None  # forced LayerNorm placement; None = the study's train.norm
     warmup: bool = True  # keeps the study's learning-rate warm-up
+    causal: bool | None = None  # forced causal backbone; None = the study's train.causal
     pretrain: str | None = None  # the pretraining stage whose checkpoint it loads
     matched_to: str | None = None  # the pretraining stage whose compute it matches
 
@@ -53,9 +65,12 @@ class Prior:
         return self.pretrain or self.matched_to
 
     def schedule(self, cfg):
-        """The run's TrainConfig under this prior (LayerNorm placement, warm-up)."""
+        """The run's TrainConfig under this prior (LayerNorm placement, warm-up,
+        causal backbone); its pretraining stage trains the same backbone."""
         if self.norm is not None:
             cfg = dataclasses.replace(cfg, norm=self.norm)
+        if self.causal is not None:
+            cfg = dataclasses.replace(cfg, causal=self.causal)
         if not self.warmup:
             cfg = dataclasses.replace(cfg, warmup_steps=0)
         return cfg
@@ -127,9 +142,11 @@ class ComputeMatched(Prior):
 PRIORS: dict[str, Prior] = {
     "random": Prior("random"),
     "random_noln": Prior("random_noln", norm="none", warmup=False),
+    "random_causal": Prior("random_causal", causal=True),
     "tfixup": TFixup("tfixup", norm="none", warmup=False),
     "dtfixup": DTFixup("dtfixup", norm="none", warmup=False),
     "spt": Pretrained("spt", pretrain="spt"),
+    "spt_causal": Pretrained("spt_causal", pretrain="spt_causal", causal=True),
     "upstream": Pretrained("upstream", pretrain="upstream"),
     "scratch_matched": ComputeMatched("scratch_matched", matched_to="spt"),
 }
@@ -143,6 +160,11 @@ def get_prior(name: str) -> Prior:
         raise ValueError(
             f"prior: unknown {name!r}, accepted values: {', '.join(PRIORS)}"
         ) from None
+
+
+def forces_causal(name: str) -> bool:
+    """Whether a prior makes the backbone causal whatever train.causal says."""
+    return bool(get_prior(name).causal)
 
 
 def needs_pretraining(name: str) -> str | None:
