@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 
 from snakemake.utils import validate
 
@@ -16,6 +17,14 @@ if not workflow.remote_exec:
     stale = clear_stale()
     if stale:
         print(stale)
+
+# In a cluster job, SLURM's warning before the time limit (--signal=USR1@<s>,
+# profiles/slurm) reaches every process of the job step: the job's own
+# Snakemake and its shell ignore it (and the shell passes the run the ignored
+# disposition, which the run replaces), so only the run acts: it checkpoints
+# and exits for a retry to resume (scalestudy.resume).
+if workflow.remote_exec or workflow.subprocess_exec:
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 validate(config, "../../config/schema.yaml")
 # A task read from LRA's release (source: lra) needs its files before any job.
@@ -138,3 +147,51 @@ def pretrain_spec(wildcards, kind):
         "trainer": config["trainer"],
     }
     return json.dumps(spec, sort_keys=True)
+
+
+# Cluster resources of the jobs that train (config["resources"], profiles/slurm).
+# Every other job is bookkeeping of seconds and runs where Snakemake runs.
+localrules:
+    task_data,
+    upstream_corpus,
+    collect,
+    fit,
+    figures,
+    tables,
+    claims,
+
+
+RESOURCES = config["resources"]
+GPU_STUDY = config["trainer"]["accelerator"] in ("gpu", "cuda")
+
+
+def sized(key):
+    """The size's runtime or mem_mb, times the attempt: a job that failed
+    (out of time, out of memory) is retried with more."""
+
+    def value(wildcards, attempt):
+        return RESOURCES["sizes"].get(wildcards.size, {}).get(key, RESOURCES[key]) * attempt
+
+    return value
+
+
+def training_resources():
+    """What one training or pretraining job asks the scheduler for."""
+    asked = {"runtime": sized("runtime"), "mem_mb": sized("mem_mb")}
+    for key in ("account", "partition"):
+        name = RESOURCES[key] or os.environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
+        if name:
+            asked[f"slurm_{key}"] = name
+    if GPU_STUDY:
+        devices = config["trainer"]["devices"]
+        asked["gpu"] = devices if isinstance(devices, int) else len(str(devices).split(","))
+        if RESOURCES["gpu_model"]:
+            asked["gpu_model"] = RESOURCES["gpu_model"]
+    return asked
+
+
+def cpu_runs(wildcards):
+    """On a cluster, CPU runs share one group, which profiles/slurm submits N
+    at a time (group-components) instead of one sbatch per run; GPU runs go
+    alone, and a workstation runs every job as its own."""
+    return None if GPU_STUDY or workflow.local_exec else "cpu_runs"

@@ -29,8 +29,9 @@ rule pretrain_spt:
         f"{OUT}/logs/pretrain/spt/{{task}}/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"
@@ -50,8 +51,9 @@ rule pretrain_upstream:
         f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -19,8 +19,9 @@ rule train:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir}"
         " --run-dir {params.run_dir} {params.pretrained} > {log} 2>&1"
