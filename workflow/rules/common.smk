@@ -26,6 +26,11 @@ if not workflow.remote_exec:
 if workflow.remote_exec or workflow.subprocess_exec:
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
+# The jobs' software (`conda:` in every rule; --software-deployment-method
+# conda): the package is installed from this checkout, which pip finds here.
+CONDA_ENV = "../envs/scalestudy.yaml"
+os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
+
 validate(config, "../../config/schema.yaml")
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
@@ -61,11 +66,11 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-RUN_DIR = OUT + "/runs/{task}/{arch}/{size}/{prior}/s{seed}"
+RUN_DIR = f"{OUT}/runs/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}"
 
 PRETRAIN_DIR = {
-    "spt": OUT + "/pretrain/spt/{task}/{arch}/{size}",
-    "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
+    "spt": f"{OUT}/pretrain/spt/{{task}}/{{arch}}/{{size}}",
+    "upstream": f"{OUT}/pretrain/upstream/{{arch}}/{{size}}",
 }
 # The pretraining stages the grid's priors need.
 PRETRAIN_STAGES = sorted({needs_pretraining(p) for p in GRID["priors"]} - {None})

@@ -2,8 +2,10 @@
 
 
 rule task_data:
+    conda:
+        CONDA_ENV
     output:
-        expand(OUT + "/data/{{task}}/basic_{split}.tsv", split=["train", "val", "test"]),
+        expand(f"{OUT}/data/{{{{task}}}}/basic_{{split}}.tsv", split=["train", "val", "test"]),
     params:
         task_config=lambda wc: json.dumps(config["tasks"][wc.task], sort_keys=True),
         out_dir=lambda wc: f"{OUT}/data/{wc.task}",

@@ -24,6 +24,8 @@ TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accu
 
 
 rule figures:
+    conda:
+        CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",
@@ -46,14 +48,17 @@ rule figures:
         ),
     params:
         tasks=" ".join(GRID["tasks"]),
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
     log:
         f"{OUT}/logs/figures.log",
     shell:
-        "scalestudy plot {input.runs} {input.fits} --out-dir {OUT}/figures"
+        "scalestudy plot {input.runs} {input.fits} --out-dir {params.out_dir}"
         " --tasks {params.tasks} > {log} 2>&1"
 
 
 rule tables:
+    conda:
+        CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",
@@ -79,7 +84,9 @@ rule tables:
             labels={"table": "held-out prediction of the largest size"},
         ),
         f"{OUT}/tables/heldout.md",
+    params:
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
     log:
         f"{OUT}/logs/tables.log",
     shell:
-        "scalestudy tables {input.runs} {input.fits} --out-dir {OUT}/tables > {log} 2>&1"
+        "scalestudy tables {input.runs} {input.fits} --out-dir {params.out_dir} > {log} 2>&1"

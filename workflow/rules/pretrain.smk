@@ -3,12 +3,14 @@
 
 
 rule upstream_corpus:
+    conda:
+        CONDA_ENV
     output:
         expand(f"{OUT}/data/upstream/{{split}}.pt", split=["train", "val", "test"]),
         manifest=f"{OUT}/data/upstream/manifest.json",
     params:
         upstream=json.dumps(config["upstream"], sort_keys=True),
-        out_dir=f"{OUT}/data/upstream",
+        out_dir=lambda wc, output: os.path.dirname(output.manifest),
     log:
         f"{OUT}/logs/data/upstream.log",
     shell:
@@ -16,6 +18,8 @@ rule upstream_corpus:
 
 
 rule pretrain_spt:
+    conda:
+        CONDA_ENV
     input:
         rules.task_data.output,
     output:
@@ -38,6 +42,8 @@ rule pretrain_spt:
 
 
 rule pretrain_upstream:
+    conda:
+        CONDA_ENV
     input:
         rules.upstream_corpus.output,
     output:
@@ -45,7 +51,7 @@ rule pretrain_upstream:
         record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "upstream"),
-        data_dir=f"{OUT}/data/upstream",
+        data_dir=lambda wc, input: os.path.dirname(input[0]),
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
         f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",

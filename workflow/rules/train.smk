@@ -3,6 +3,8 @@
 
 
 rule train:
+    conda:
+        CONDA_ENV
     input:
         unpack(train_inputs),
     output:
