@@ -269,6 +269,10 @@ def quiet_lightning() -> None:
     calls are idempotent: a filter is added once, a warning filter replaced.)"""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NO_TIPS)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    # torchdata calls a deprecated torch API; Lightning suggests `srun` to any
+    # run on a machine with SLURM installed (a run is one task: make_trainer).
+    warnings.filterwarnings("ignore", message=r".*'set_vital' is deprecated")
+    warnings.filterwarnings("ignore", message=r".*The `srun` command is available")
 
 
 def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path, config_hash: str,
