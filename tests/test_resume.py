@@ -116,14 +116,8 @@ def _raise_killed():
 KILLS = {"SIGTERM": send(signal.SIGTERM), "USR1": send(signal.SIGUSR1), "crash": _raise_killed}
 
 
-# Each kill and each stage runs by default; the other pairs are slow (each
-# pair is two runs).
-CASES = [("SIGTERM", "pretrain"), ("USR1", "train"), ("crash", "train"),
-         *(pytest.param(kill, stage, marks=pytest.mark.slow)
-           for kill, stage in [("SIGTERM", "train"), ("USR1", "pretrain"), ("crash", "pretrain")])]
-
-
-@pytest.mark.parametrize(("kill", "stage"), CASES)
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("kill", KILLS)
 def test_killed_run_resumes_to_the_uninterrupted_record(kill, stage, data_dir, tmp_path,
                                                          uninterrupted, killed_at):
     out = tmp_path / "run"

@@ -168,7 +168,7 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                      spec.span, spec.seed)
     best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
                            save_top_k=1, save_last=True, enable_version_counter=False)
-    trainer = make_trainer(cfg, spec.trainer, out_dir, spec.config_hash(), best)
+    trainer = make_trainer(cfg, spec.trainer, out_dir, best, config_hash=spec.config_hash())
     # One optimiser step of the whole run: every device's batch.
     step_flops = trainer.world_size * flops_per_step(
         model, tuple(t[: cfg.batch_size] for t in splits["train"]))

@@ -275,11 +275,12 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*The `srun` command is available")
 
 
-def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path, config_hash: str,
-                 checkpoint: ModelCheckpoint | None = None) -> L.Trainer:
+def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
+                 checkpoint: ModelCheckpoint | None = None, config_hash: str = "") -> L.Trainer:
     """The one Trainer factory: hardware from `hw`, history to run_dir/metrics.csv,
-    and run_dir/last.ckpt (plus whatever `checkpoint` keeps), which a killed
-    run of the same spec resumes from (scalestudy.resume)."""
+    and run_dir/last.ckpt (plus whatever `checkpoint` keeps), stamped with the
+    run's `config_hash`: a killed run of the same spec resumes from it
+    (scalestudy.resume)."""
     # Without a monitor, top-1 is the newest: last.ckpt after every validation.
     checkpoint = checkpoint or ModelCheckpoint(dirpath=run_dir, filename="last", save_top_k=1,
                                                enable_version_counter=False)
@@ -373,11 +374,11 @@ def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
     metrics: dict[str, float] = {}
     status, error = "ok", ""
     resume.stop_on_usr1()
-    start = resume.resume_point(path.parent, record["config_hash"])
-    if start:
-        print(f"resuming from {start}", flush=True)
+    resume_from = resume.resume_point(path.parent, record["config_hash"])
+    if resume_from:
+        print(f"resuming from {resume_from}", flush=True)
     try:
-        trainer.fit(module, train, val, ckpt_path=start, weights_only=True)
+        trainer.fit(module, train, val, ckpt_path=resume_from, weights_only=True)
         metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
         if module.diverged_step is None:
             metrics.update(after_fit())
@@ -467,7 +468,7 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     if report:
         print(f"prior {spec.prior}: {report}")
     train_tensors = data.splits["train"]
-    trainer = make_trainer(cfg, spec.trainer, run_dir, spec.config_hash())
+    trainer = make_trainer(cfg, spec.trainer, run_dir, config_hash=spec.config_hash())
     # One optimiser step of the whole run: every device's batch.
     step_flops = trainer.world_size * flops_per_step(
         model, tuple(t[: cfg.batch_size] for t in train_tensors))
