@@ -4,6 +4,7 @@ import json
 import os
 import signal
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 from scalestudy.locks import claim, clear_stale
@@ -28,7 +29,14 @@ if workflow.remote_exec or workflow.subprocess_exec:
 
 # The jobs' software (`conda:` in every rule; --software-deployment-method
 # conda): the package is installed from this checkout, which pip finds here.
-CONDA_ENV = "../envs/scalestudy.yaml"
+# Named only when conda deploys it: an unused env still costs every job's
+# bookkeeping time at its end, which widened the window in which a killed
+# study's finished job counts as incomplete (tests/test_workflow.py).
+CONDA_ENV = (
+    "../envs/scalestudy.yaml"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else None
+)
 os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
 
 validate(config, "../../config/schema.yaml")
