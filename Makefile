@@ -8,7 +8,7 @@ CORES ?= 2
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test lint figures-from-cache clean
+.PHONY: study test lint figures-from-cache clean slurm-test
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,6 +21,11 @@ study: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	python -m pytest
+
+# The smoke study on a real SLURM scheduler started on this machine (installs
+# slurm-wlm and munge from Debian if missing; root): tools/slurm/slurm-test.sh
+slurm-test: $(VENV)/.installed
+	tools/slurm/slurm-test.sh
 
 lint: $(VENV)/.installed
 	ruff check src tests benchmarks analysis

@@ -3,7 +3,6 @@ fresh directory, so results already on disk do not hide the grid); the schema
 and the default study cannot disagree on a default; a study on the LRA release
 stops, naming what to download, when the release is missing."""
 
-import math
 import os
 import shutil
 import subprocess

@@ -125,12 +125,19 @@ class MaskedLM(StudyModule):
     def training_loss(self, batch):
         return self.masked_loss(batch[0], self.train_masks)
 
+    def training_state(self) -> dict:  # a resumed run draws the masks it would have
+        return {**super().training_state(), "train_masks": self.train_masks.get_state()}
+
+    def restore_training_state(self, state: dict) -> None:
+        super().restore_training_state(state)
+        self.train_masks.set_state(state["train_masks"])
+
     def on_validation_epoch_start(self) -> None:
         self.val_masks.manual_seed(self.seed + 1)
 
     def validation_step(self, batch, batch_idx):
         loss, _ = self.masked_loss(batch[0], self.val_masks)
-        self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]))
+        self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]), sync_dist=True)
 
 
 @dataclass
@@ -173,15 +180,17 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                            token_outputs=True)
     model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, text.mask_ratio,
                      spec.span, spec.seed, vocab=text.vocab)
-    step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in splits["train"]))
+    best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
+                           save_top_k=1, enable_version_counter=False)
+    trainer = make_trainer(cfg, spec.trainer, out_dir, best, config_hash=spec.config_hash())
+    # One optimiser step of the whole run: every device's batch.
+    step_flops = trainer.world_size * flops_per_step(
+        model, tuple(t[: cfg.batch_size] for t in splits["train"]))
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
     record.update(task=spec.corpus, task_data=text.label, prior=spec.kind, stage=spec.kind,
                   seq_len=seq_len, data_checksum=data_checksum(data_dir))
-    best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
-                           save_top_k=1, enable_version_counter=False)
-    trainer = make_trainer(cfg, spec.trainer, out_dir, best)
     val = loader(splits["val"], cfg.batch_size, spec.seed, False)
 
     def evaluate() -> dict:

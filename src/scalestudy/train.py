@@ -29,10 +29,13 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
-from torch.utils.data import DataLoader, TensorDataset
+from lightning.pytorch.plugins.environments import LightningEnvironment
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from torch.utils.data import DistributedSampler, TensorDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 from torchmetrics.classification import MulticlassAccuracy
 
-from . import __version__, faults, tasks
+from . import __version__, faults, resume, tasks
 from .flops import count_flops, count_params
 from .models import backbone_class, backbone_config
 from .models.heads import ClassifierHead
@@ -63,6 +66,9 @@ class TrainConfig:
 class TrainerConfig:
     accelerator: str = "auto"
     devices: Any = 1
+    # Lightning's strategy: "ddp" runs one process per device (the record
+    # counts every device's steps, tokens and FLOPs: the whole run).
+    strategy: str = "auto"
     precision: str = "32-true"
     # Torch intra-op threads per run; 0 keeps torch's default. The workflow
     # sets it to the job's thread count so parallel jobs do not oversubscribe.
@@ -133,6 +139,43 @@ class StudyModule(L.LightningModule):
         self.backbone, self.cfg, self.pad_id = backbone, cfg, pad_id
         self.diverged_step: int | None = None
         self.tokens_seen = 0
+        self.seconds_before = 0.0  # wall time of the attempts this run resumed from
+        self.train_loss_before = math.nan  # the last logged train_loss of those attempts
+        self.started = time.perf_counter()
+
+    def on_fit_start(self) -> None:
+        self.started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Wall seconds of the run so far, over every attempt."""
+        return self.seconds_before + time.perf_counter() - self.started
+
+    def training_state(self) -> dict:
+        """What a resumed run needs to continue exactly as if never stopped
+        (Lightning restores weights, optimiser, schedule and loops itself)."""
+        return {
+            "tokens_seen": self.tokens_seen, "seconds": self.elapsed(),
+            # The record's train_loss when a run resumes after its last logged step.
+            "train_loss": float(self.trainer.callback_metrics.get("train_loss", math.nan)),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def restore_training_state(self, state: dict) -> None:
+        self.tokens_seen, self.seconds_before = state["tokens_seen"], state["seconds"]
+        self.train_loss_before = state["train_loss"]
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["study_state"] = self.training_state()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # Only a resumed fit continues the run; `validate(ckpt_path=best)`
+        # (pretraining's evaluation) loads the weights and nothing else.
+        if self.trainer.state.fn == "fit":
+            self.restore_training_state(checkpoint["study_state"])
 
     def training_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -151,7 +194,7 @@ class StudyModule(L.LightningModule):
         # `self.log` costs ~0.7 ms per call, 3-4% of a small model's CPU step.
         step, trainer = self.global_step + 1, self.trainer
         if step % max(1, trainer.log_every_n_steps) == 0 or step == trainer.max_steps:
-            self.log("train_loss", loss, prog_bar=True)
+            self.log("train_loss", loss, prog_bar=True, sync_dist=True)
         return total
 
     def parameter_groups(self) -> list[dict]:
@@ -202,7 +245,7 @@ class Classifier(StudyModule):
         *docs, labels = batch
         logits, _ = self(*docs)
         self.val_acc(logits, labels)
-        self.log("val_loss", F.cross_entropy(logits, labels), prog_bar=True)
+        self.log("val_loss", F.cross_entropy(logits, labels), prog_bar=True, sync_dist=True)
         self.log("val_acc", self.val_acc, prog_bar=True)
 
     def test_step(self, batch, batch_idx):
@@ -238,19 +281,32 @@ def quiet_lightning() -> None:
     calls are idempotent: a filter is added once, a warning filter replaced.)"""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_NO_TIPS)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    # torchdata calls a deprecated torch API; Lightning suggests `srun` to any
+    # run on a machine with SLURM installed (a run is one task: make_trainer).
+    warnings.filterwarnings("ignore", message=r".*'set_vital' is deprecated")
+    warnings.filterwarnings("ignore", message=r".*The `srun` command is available")
 
 
 def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
-                 checkpoint: ModelCheckpoint | None = None) -> L.Trainer:
+                 checkpoint: ModelCheckpoint | None = None, config_hash: str = "") -> L.Trainer:
     """The one Trainer factory: hardware from `hw`, history to run_dir/metrics.csv,
-    and run_dir/last.ckpt, the model after the last step (plus whatever `checkpoint`
-    keeps). last.ckpt has its own callback: one that also keeps a monitored best
-    writes last.ckpt only when it saves a best, so its last.ckpt can be older."""
-    last = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0)
+    and run_dir/last.ckpt (plus whatever `checkpoint` keeps), stamped with the
+    run's `config_hash`: a killed run of the same spec resumes from it
+    (scalestudy.resume). last.ckpt has its own callback, unmonitored, so that it
+    is rewritten at every validation (one that also keeps a monitored best writes
+    its last.ckpt only with a new best), and resume.Preemption writes it at the
+    end of training too: it is always the model after the last step."""
+    last = ModelCheckpoint(dirpath=run_dir, filename="last", save_top_k=1,
+                           enable_version_counter=False)
     quiet_lightning()
     return L.Trainer(
         accelerator=hw.accelerator,
         devices=hw.devices,
+        strategy=hw.strategy,
+        # One run is one process (one SLURM task) that starts its devices'
+        # processes itself; never SLURM's auto-requeue (see scalestudy.resume).
+        plugins=[LightningEnvironment()],
+        default_root_dir=run_dir,
         precision=hw.precision,
         max_steps=cfg.max_steps,
         max_epochs=-1,
@@ -260,7 +316,8 @@ def make_trainer(cfg: TrainConfig, hw: TrainerConfig, run_dir: Path,
         deterministic=True,
         logger=CSVLogger(run_dir, name="", version=""),
         log_every_n_steps=max(1, min(10, cfg.val_every)),
-        callbacks=[last, *([checkpoint] if checkpoint else []), LogLines(), *faults.callbacks()],
+        callbacks=[last, *([checkpoint] if checkpoint else []),
+                   resume.Preemption(run_dir, config_hash), LogLines(), *faults.callbacks()],
         enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -281,10 +338,34 @@ def git_rev() -> str | None:
     return rev if out.returncode == 0 and rev else None
 
 
-def loader(tensors: tuple, batch_size: int, seed: int, shuffle: bool) -> DataLoader:
-    generator = torch.Generator().manual_seed(seed)
-    return DataLoader(TensorDataset(*tensors), batch_size=batch_size, shuffle=shuffle,
-                      generator=generator, drop_last=shuffle and len(tensors[0]) > batch_size)
+class ResumableLoader(StatefulDataLoader):
+    """A checkpoint keeps the loader's place: its epoch and the batches it has
+    given in that epoch (StatefulDataLoader), so a resumed run sees the
+    batches it would have seen (scalestudy.resume). The epoch is restored here
+    because Lightning creates the resumed iterator before it sets the epoch."""
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "epoch": getattr(self.sampler, "epoch", 0)}
+
+    def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        epoch = state.pop("epoch")
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+        super().load_state_dict(state)
+
+
+def loader(tensors: tuple, batch_size: int, seed: int, shuffle: bool) -> ResumableLoader:
+    """Batches of `tensors`; shuffled, each epoch's order is a function of
+    (seed, epoch) alone: DistributedSampler's, whose epoch Lightning sets (and
+    which, under DDP, it swaps for one shard per device)."""
+    dataset = TensorDataset(*tensors)
+    order = DistributedSampler(dataset, num_replicas=1, rank=0, seed=seed) if shuffle else None
+    # Its own generator: creating an iterator draws a seed from it, not from
+    # torch's global RNG (dropout's), which a resumed run restores.
+    return ResumableLoader(dataset, batch_size=batch_size, sampler=order,
+                           generator=torch.Generator().manual_seed(seed),
+                           drop_last=shuffle and len(dataset) > batch_size)
 
 
 def flops_per_step(module: StudyModule, batch: tuple) -> int:
@@ -302,33 +383,43 @@ def flops_per_step(module: StudyModule, batch: tuple) -> int:
 METRICS = ("train_loss", "val_loss", "val_acc", "test_acc", "upstream_loss")
 
 
-def fit_and_record(module: StudyModule, trainer: L.Trainer, train: DataLoader, val: DataLoader,
+def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
                    after_fit: Callable[[], dict], record: dict, path: Path) -> dict:
-    """Fit, then evaluate with `after_fit`, and write the run record atomically:
-    ok, diverged (non-finite loss) or failed (an exception, recorded with it)."""
-    start = time.perf_counter()
+    """Fit (from the run's own last.ckpt if a killed attempt left one), then
+    evaluate with `after_fit`, and write the run record atomically: ok,
+    diverged (non-finite loss) or failed (an exception, recorded with it).
+    Stopped by SIGTERM or USR1: checkpoint saved, no record, exit 143."""
     metrics: dict[str, float] = {}
     status, error = "ok", ""
+    resume.stop_on_usr1()
+    resume_from = resume.resume_point(path.parent, record["config_hash"])
+    if resume_from:
+        print(f"resuming from {resume_from}", flush=True)
     try:
-        trainer.fit(module, train, val)
-        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
+        trainer.fit(module, train, val, ckpt_path=resume_from, weights_only=True)
+        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", module.train_loss_before))
         metrics.update(after_fit())
     except Diverged:
         status = "diverged"  # at module.diverged_step; the last finite loss logged stays
-        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", math.nan))
+        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", module.train_loss_before))
+    except SIGTERMException:
+        sys.exit(resume.PREEMPTED_EXIT)  # resume.Preemption saved last.ckpt
     except Exception as err:  # a run that crashes is data too: record it
         status, error = "failed", error_line(err)
         traceback.print_exc()
-    wall = time.perf_counter() - start
+    wall = module.elapsed()
     steps = trainer.global_step
+    # Every device's tokens (DDP: each rank counted its own shard's).
+    tokens = int(trainer.strategy.reduce(torch.tensor(module.tokens_seen), reduce_op="sum"))
     record.update(
         status=status, error=error, diverged_step=module.diverged_step, steps=steps,
-        tokens_seen=module.tokens_seen, train_flops=record["flops_per_step"] * steps,
-        wall_seconds=wall, tokens_per_second=module.tokens_seen / wall if wall else math.nan,
+        tokens_seen=tokens, train_flops=record["flops_per_step"] * steps,
+        wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
         device=str(trainer.strategy.root_device),
         **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
     )
-    write_record(record, path)
+    if trainer.is_global_zero:
+        write_record(record, path)
     return record
 
 
@@ -398,8 +489,12 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     if report:
         print(f"prior {spec.prior}: {report}")
     train_tensors = data.splits["train"]
-    step_flops = flops_per_step(model, tuple(t[: cfg.batch_size] for t in train_tensors))
+    trainer = make_trainer(cfg, spec.trainer, run_dir, config_hash=spec.config_hash())
+    # One optimiser step of the whole run: every device's batch.
+    step_flops = trainer.world_size * flops_per_step(
+        model, tuple(t[: cfg.batch_size] for t in train_tensors))
     cfg = model.cfg = prior.match_compute(cfg, step_flops, pretrain_record)
+    trainer.fit_loop.epoch_loop.max_steps = cfg.max_steps  # the matched schedule
     L.seed_everything(spec.seed, workers=True, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
     record.update(task=spec.task, task_data=data.label, prior=spec.prior, stage=prior.stage,
@@ -407,7 +502,6 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
                       upstream_loss=float(pretrain_record["upstream_loss"]))
-    trainer = make_trainer(cfg, spec.trainer, run_dir)
     val = loader(data.splits["val"], cfg.batch_size, spec.seed, False)
 
     def evaluate() -> dict:

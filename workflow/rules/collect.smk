@@ -3,6 +3,8 @@
 
 
 rule collect:
+    conda:
+        CONDA_ENV
     input:
         RECORDS,
         PRETRAIN_RECORDS,

@@ -3,6 +3,9 @@
 import json
 import os
 import re
+import signal
+
+from snakemake.settings.types import DeploymentMethod
 
 from scalestudy.locks import claim, clear_stale
 from scalestudy.priors import SELF_PRETRAINING, needs_pretraining
@@ -15,6 +18,26 @@ if not workflow.remote_exec:
     stale = clear_stale()
     if stale:
         print(stale)
+
+# In a cluster job, SLURM's warning before the time limit (--signal=USR1@<s>,
+# profiles/slurm) reaches every process of the job step: the job's own
+# Snakemake and its shell ignore it (and the shell passes the run the ignored
+# disposition, which the run replaces), so only the run acts: it checkpoints
+# and exits for a retry to resume (scalestudy.resume).
+if workflow.remote_exec or workflow.subprocess_exec:
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+# The jobs' software (`conda:` in every rule; --software-deployment-method
+# conda): the package is installed from this checkout, which pip finds here.
+# Named only when conda deploys it: an unused env still costs every job's
+# bookkeeping time at its end, which widened the window in which a killed
+# study's finished job counts as incomplete (tests/test_workflow.py).
+CONDA_ENV = (
+    "../envs/scalestudy.yaml"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else None
+)
+os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
 
 # One clear error naming the field and what it accepts, before any job runs:
 # the schema, what it cannot express, and (for jobs on this machine's RAM) each
@@ -76,7 +99,7 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-RUN_DIR = OUT + "/runs/{task}/{arch}/{size}/{prior}/s{seed}"
+RUN_DIR = f"{OUT}/runs/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}"
 
 PRETRAIN_DIR = {
     **{stage: OUT + f"/pretrain/{stage}/{{task}}/{{arch}}/{{size}}" for stage in SELF_PRETRAINING},
@@ -158,3 +181,51 @@ def pretrain_spec(wildcards, kind):
         "trainer": config["trainer"],
     }
     return json.dumps(spec, sort_keys=True)
+
+
+# Cluster resources of the jobs that train (config["resources"], profiles/slurm).
+# Every other job is bookkeeping of seconds and runs where Snakemake runs.
+localrules:
+    task_data,
+    upstream_corpus,
+    collect,
+    fit,
+    figures,
+    tables,
+    claims,
+
+
+RESOURCES = config["resources"]
+GPU_STUDY = config["trainer"]["accelerator"] in ("gpu", "cuda")
+
+
+def sized(key):
+    """The size's runtime or mem_mb, times the attempt: a job that failed
+    (out of time, out of memory) is retried with more."""
+
+    def value(wildcards, attempt):
+        return RESOURCES["sizes"].get(wildcards.size, {}).get(key, RESOURCES[key]) * attempt
+
+    return value
+
+
+def training_resources():
+    """What one training or pretraining job asks the scheduler for."""
+    asked = {"runtime": sized("runtime"), "mem_mb": sized("mem_mb")}
+    for key in ("account", "partition"):
+        name = RESOURCES[key] or os.environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
+        if name:
+            asked[f"slurm_{key}"] = name
+    if GPU_STUDY:
+        devices = config["trainer"]["devices"]
+        asked["gpu"] = devices if isinstance(devices, int) else len(str(devices).split(","))
+        if RESOURCES["gpu_model"]:
+            asked["gpu_model"] = RESOURCES["gpu_model"]
+    return asked
+
+
+def cpu_runs(wildcards):
+    """On a cluster, CPU runs share one group, which profiles/slurm submits N
+    at a time (group-components) instead of one sbatch per run; GPU runs go
+    alone, and a workstation runs every job as its own."""
+    return None if GPU_STUDY or workflow.local_exec else "cpu_runs"

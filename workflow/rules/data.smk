@@ -3,6 +3,8 @@
 
 
 rule task_data:
+    conda:
+        CONDA_ENV
     output:
         expand(OUT + "/data/{{task}}/{split}.npz", split=["train", "val", "test"]),
         manifest=OUT + "/data/{task}/manifest.json",

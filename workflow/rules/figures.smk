@@ -24,6 +24,8 @@ TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accu
 
 
 rule figures:
+    conda:
+        CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",
@@ -55,6 +57,8 @@ rule figures:
 
 
 rule tables:
+    conda:
+        CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",

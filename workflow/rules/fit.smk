@@ -4,6 +4,8 @@
 
 
 rule fit:
+    conda:
+        CONDA_ENV
     input:
         f"{OUT}/runs.parquet",
     output:

@@ -6,12 +6,14 @@
 
 
 rule upstream_corpus:
+    conda:
+        CONDA_ENV
     output:
         expand(f"{OUT}/data/upstream/{{split}}.pt", split=["train", "val", "test"]),
         manifest=f"{OUT}/data/upstream/manifest.json",
     params:
         upstream=json.dumps(config["upstream"], sort_keys=True),
-        out_dir=f"{OUT}/data/upstream",
+        out_dir=lambda wc, output: os.path.dirname(output.manifest),
     log:
         f"{OUT}/logs/data/upstream.log",
     shell:
@@ -21,6 +23,8 @@ rule upstream_corpus:
 
 # spt and spt_causal (the self-pretraining stages, priors.SELF_PRETRAINING).
 rule pretrain_spt:
+    conda:
+        CONDA_ENV
     input:
         rules.task_data.output,
     output:
@@ -35,28 +39,32 @@ rule pretrain_spt:
         f"{OUT}/logs/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule pretrain_upstream:
+    conda:
+        CONDA_ENV
     input:
         rules.upstream_corpus.output,
     output:
         record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
     params:
         spec=lambda wc: pretrain_spec(wc, "upstream"),
-        data_dir=f"{OUT}/data/upstream",
+        data_dir=lambda wc, input: os.path.dirname(input[0]),
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
         f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -7,6 +7,8 @@ report: "../report/workflow.rst"
 
 
 rule claims:
+    conda:
+        CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",

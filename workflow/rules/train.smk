@@ -3,6 +3,8 @@
 
 
 rule train:
+    conda:
+        CONDA_ENV
     input:
         unpack(train_inputs),
     output:
@@ -21,8 +23,9 @@ rule train:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
     threads: config["trainer"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **training_resources(),
+    group:
+        cpu_runs
     shell:
         "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir:q}"
         " --run-dir {params.run_dir:q} {params.pretrained:q} > {log:q} 2>&1"

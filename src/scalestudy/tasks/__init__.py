@@ -23,7 +23,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..faults import kill_point
 from ..names import TASKS
 from ..records import LRA_RELEASE
 from . import contract, image, listops, pathfinder, retrieval, text

@@ -1,0 +1,36 @@
+"""slurm-test's check: every run record of the study arrived, and the scheduler
+ran and completed its jobs (squeue, and the job-completion log).
+
+    python tools/slurm/check_study.py <study name> <preset.yaml> <jobcomp.log>
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+def main(name: str, preset: Path, jobcomp: Path) -> None:
+    grid = yaml.safe_load(Path("config/config.yaml").read_text())["grid"]
+    grid.update(yaml.safe_load(preset.read_text()).get("grid", {}))
+    expected = 1
+    for key in ("tasks", "archs", "sizes", "priors", "seeds"):
+        expected *= len(grid[key])
+    records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
+    assert len(records) == expected, f"{len(records)} run records, expected {expected}"
+    runs = pd.read_parquet(f"results/{name}/runs.parquet")
+    assert (runs["status"] == "ok").all(), runs[runs["status"] != "ok"]
+    listed = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i %T"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    states = [field.split("=", 1)[1] for line in jobcomp.read_text().splitlines()
+              for field in line.split() if field.startswith("JobState=")]
+    assert listed and states and set(states) == {"COMPLETED"}, (listed, states)
+    print(f"slurm-test: {len(records)} of {expected} run records, {len(runs)} records "
+          f"collected; squeue lists {len(listed)} jobs, the completion log {len(states)}, "
+          "all COMPLETED")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
