@@ -383,6 +383,12 @@ def flops_per_step(module: StudyModule, batch: tuple) -> int:
 METRICS = ("train_loss", "val_loss", "val_acc", "test_acc", "upstream_loss")
 
 
+def last_train_loss(module: StudyModule, trainer: L.Trainer) -> float:
+    """The last logged train_loss (of an earlier attempt when the run resumed
+    after its last logged step)."""
+    return float(trainer.callback_metrics.get("train_loss", module.train_loss_before))
+
+
 def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
                    after_fit: Callable[[], dict], record: dict, path: Path) -> dict:
     """Fit (from the run's own last.ckpt if a killed attempt left one), then
@@ -397,11 +403,11 @@ def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
         print(f"resuming from {resume_from}", flush=True)
     try:
         trainer.fit(module, train, val, ckpt_path=resume_from, weights_only=True)
-        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", module.train_loss_before))
+        metrics["train_loss"] = last_train_loss(module, trainer)
         metrics.update(after_fit())
     except Diverged:
         status = "diverged"  # at module.diverged_step; the last finite loss logged stays
-        metrics["train_loss"] = float(trainer.callback_metrics.get("train_loss", module.train_loss_before))
+        metrics["train_loss"] = last_train_loss(module, trainer)
     except SIGTERMException:
         sys.exit(resume.PREEMPTED_EXIT)  # resume.Preemption saved last.ckpt
     except Exception as err:  # a run that crashes is data too: record it
