@@ -169,6 +169,24 @@ def _contrast_verdict(c: dict) -> str:
     return HOLDS if c["low"] > 0 else FAILS
 
 
+def _gap_under_spt(runs: pd.DataFrame, first: str, second: str, boot: dict):
+    """The accuracy gap first - second (mean over shared sizes) under random init
+    and under spt, and its reduction (gap under random minus gap under spt): the
+    three contrasts and their texts for a claim's measurement."""
+    cell = {(first, "random"): 1, (second, "random"): -1, (first, "spt"): -1, (second, "spt"): 1}
+
+    def c(weights):
+        return contrast(runs, {f"{a}/{p}": ({"arch": a, "prior": p}, w)
+                               for (a, p), w in weights.items()}, **boot)
+
+    gap_random = c({k: v for k, v in cell.items() if k[1] == "random"})
+    gap_spt = c({k: -v for k, v in cell.items() if k[1] == "spt"})
+    reduction = c(cell)
+    parts = [_contrast_text(gap_random, "gap under random"),
+             _contrast_text(gap_spt, "gap under SPT"), _contrast_text(reduction, "reduction")]
+    return gap_random, gap_spt, reduction, parts
+
+
 def _contrast_text(c: dict, what: str) -> str:
     if np.isnan(c["estimate"]):
         return f"{what}: n/a ({c['status']})"
@@ -272,20 +290,8 @@ def spt_closes_s4_gap(runs: pd.DataFrame, **boot) -> list[Check]:
     tasks = sorted(runs_t["task"].unique())
     checks = []
     for task in tasks:
-        r = runs_t[runs_t["task"] == task]
-        cell = {("s4", "random"): 1, ("transformer", "random"): -1,
-                ("s4", "spt"): -1, ("transformer", "spt"): 1}
-
-        def c(weights, r=r):
-            return contrast(r, {f"{a}/{p}": ({"arch": a, "prior": p}, w)
-                                for (a, p), w in weights.items()}, **boot)
-
-        gap_random = c({k: v for k, v in cell.items() if k[1] == "random"})
-        gap_spt = c({k: -v for k, v in cell.items() if k[1] == "spt"})
-        reduction = c(cell)
-        parts = [_contrast_text(gap_random, "gap under random"),
-                 _contrast_text(gap_spt, "gap under SPT"),
-                 _contrast_text(reduction, "reduction")]
+        gap_random, gap_spt, reduction, parts = _gap_under_spt(
+            runs_t[runs_t["task"] == task], "s4", "transformer", boot)
         if any(x["status"] != "ok" for x in (gap_random, gap_spt, reduction)):
             verdict = NO_DATA
         else:
@@ -741,19 +747,8 @@ def structure_redundant_under_spt(runs: pd.DataFrame, **boot) -> list[Check]:
     runs_t = task_runs(runs)
     checks = []
     for task in sorted(runs_t["task"].unique()):
-        r = runs_t[runs_t["task"] == task]
-        cell = {("s4", "random"): 1, ("s4_unstructured", "random"): -1,
-                ("s4", "spt"): -1, ("s4_unstructured", "spt"): 1}
-
-        def c(weights, r=r):
-            return contrast(r, {f"{a}/{p}": ({"arch": a, "prior": p}, w)
-                                for (a, p), w in weights.items()}, **boot)
-
-        gap_random = c({k: v for k, v in cell.items() if k[1] == "random"})
-        gap_spt = c({k: -v for k, v in cell.items() if k[1] == "spt"})
-        reduction = c(cell)
-        parts = [_contrast_text(gap_random, "gap under random"),
-                 _contrast_text(gap_spt, "gap under SPT"), _contrast_text(reduction, "reduction")]
+        _, _, reduction, parts = _gap_under_spt(
+            runs_t[runs_t["task"] == task], "s4", "s4_unstructured", boot)
         checks.append(Check(**base, scope=task, measurement="; ".join(parts),
                             verdict=_contrast_verdict(reduction)))
     if not checks:
