@@ -214,23 +214,29 @@ def test_x_axis_is_selectable():
 
 @pytest.mark.slow
 def test_ratio_interval_coverage():
-    """Opt-in (~20 s of CPU). 100 seeded studies, 4 sizes x 3 seeds, 1% noise,
-    alpha_U 0.2 and alpha_U,D 0.5, so alpha_D/alpha_U = 0.5. Measured: coverage
-    0.98 and mean width 1.57 x 2 x 1.96 x the spread of the ratio over the
-    studies: the interval is conservative, since it divides alpha_D and alpha_U
-    replicates drawn independently while the estimates are correlated (the
-    error follows the upstream loss). The test holds it to at least nominal
-    coverage and less than twice the width it needs."""
-    covered, widths, ratios = [], [], []
+    """Opt-in (~30 s of CPU). 100 seeded studies, 4 sizes x 3 seeds, 1% noise,
+    alpha_U 0.2 and alpha_U,D 0.5, so alpha_D/alpha_U = 0.5. The upstream noise of a
+    size is shared by its three finetuned runs and cancels in the ratio, which the
+    paired replicates see. Measured (95%): coverage 0.88 with a mean width 0.95 x
+    2 x 1.96 x the ratio's spread over the studies; alpha_D's own interval covers
+    0.78 and alpha_U's 0.87 here (percentile bootstrap of 4 sizes). Drawing the
+    two fits' replicates independently (the earlier scheme) gave coverage 0.98
+    and width 1.57: the width bound below fails it."""
+    covered, covered_d, widths, ratios = [], [], [], []
     for rep in range(100):
         runs = make_runs(priors=("upstream",), seeds=(0, 1, 2), alpha_u={"transformer": 0.2},
                          alpha_ud=0.5, noise=0.01, seed=rep)
-        row = _one(fit_study(runs, n_boot=200, n_boot_saturating=0), "alpha_D/alpha_U")
+        fits = fit_study(runs, n_boot=200, n_boot_saturating=0)
+        row = _one(fits, "alpha_D/alpha_U")
         covered.append(row["alpha_low"] <= 0.5 <= row["alpha_high"])
         widths.append(row["alpha_high"] - row["alpha_low"])
         ratios.append(row["alpha"])
-    assert np.mean(covered) >= 0.9
-    assert np.mean(widths) / (2 * 1.96 * np.std(ratios)) < 2.0
+        d = _one(fits, "alpha_D", prior="upstream")
+        covered_d.append(d["alpha_low"] <= 0.1 <= d["alpha_high"])
+    # No worse than the intervals it is made of, and not the independent draws' width.
+    assert 0.8 <= np.mean(covered) <= 0.99
+    assert np.mean(covered) >= np.mean(covered_d) - 0.05
+    assert 0.7 < np.mean(widths) / (2 * 1.96 * np.std(ratios)) < 1.25
 
 
 # --------------------------------------------------------------------------- held-out
@@ -291,21 +297,32 @@ def test_heldout_prediction_catches_a_largest_size_off_the_law():
     assert abs(_one(fits, "alpha_D", prior="upstream")["heldout_rel_error"]) < 0.03
 
 
-def test_heldout_prediction_with_three_sizes_is_refused_with_the_reason():
-    runs = make_runs(sizes=("xxs", "xs", "s"), priors=("random", "upstream"), noise=0.01)
-    fits = fit_study(runs, n_boot=50, n_boot_saturating=0)
-    for _, row in fits.iterrows():
-        for column in HELDOUT_COLUMNS[1:-1]:
-            assert math.isnan(row[column]), (row["metric"], column)
+def test_heldout_prediction_with_three_sizes_validates_the_loglog_laws_only():
+    # A log-log law has two parameters: refitted on two sizes it predicts the third.
+    # The saturating form has three, so it is refused and says why.
+    runs = make_runs(sizes=("xxs", "xs", "s"), priors=("random", "upstream"),
+                     seeds=(0, 1), noise=0.01)
+    fits = fit_study(runs, n_boot=200, n_boot_saturating=0)
     laws = _law_rows(fits)
     assert set(laws["heldout_size"]) == {"s"}
-    assert set(laws.loc[laws["form"] == "loglog", "heldout_status"]) == {
-        "without s: not enough sizes: 2 < 3"}
-    assert _one(fits, "alpha_U", "saturating")["heldout_status"] == (
-        "without s: not enough sizes: 2 < 4")
+    loglog = laws[laws["form"] == "loglog"]
+    assert set(loglog["heldout_status"]) == {"ok"}
+    for _, row in loglog.iterrows():
+        where = (row["metric"], row["prior"])
+        assert abs(row["heldout_rel_error"]) < 0.05, where  # the laws hold, 1% noise
+        assert row["heldout_rel_error_low"] <= row["heldout_rel_error"] <= (
+            row["heldout_rel_error_high"]), where
+    saturating = _one(fits, "alpha_U", "saturating")
+    assert saturating["heldout_status"] == "without s: not enough sizes: 2 < 3"
+    for column in HELDOUT_COLUMNS[1:-1]:
+        assert math.isnan(saturating[column]), column
     # The tables say why instead of giving a number.
     assert "n/a (without s: not enough sizes: 2 < 3)" in heldout_markdown(fits)
-    assert heldout_table(fits)["heldout_rel_error"].isna().all()
+    # Two sizes are the least: with them, no law is refitted.
+    two = fit_study(make_runs(sizes=("xxs", "xs"), priors=("random",), seeds=(0, 1)),
+                    n_boot=20, n_boot_saturating=0)
+    assert set(_law_rows(two)["heldout_status"]) == {"without xs: not enough sizes: 1 < 2"}
+    assert heldout_table(two)["heldout_rel_error"].isna().all()
 
 
 # --------------------------------------------------------------------------- figures
@@ -388,25 +405,19 @@ def _index_rows(path: Path) -> dict[str, tuple[str, str]]:
 
 def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp_path):
     runs, fits = study
-    stale = tmp_path / "heldout_prediction.png"  # an earlier run's figure, now without data
-    stale.write_bytes(b"old")
     paths = plots.plot_all(runs, fits, tmp_path)
     tasks = ["listops", "text"]
-    # Three sizes: no held-out prediction (it needs four); everything else has data
-    # (loss_vs_depth too: the synthetic runs grow depth at a fixed width of 64).
-    expected = [n for n in plots.figure_names(tasks) if n != "heldout_prediction"]
+    # Every figure has data (loss_vs_depth too: the synthetic runs grow depth at a
+    # fixed width of 64; heldout_prediction: two sizes refit each log-log law).
+    expected = plots.figure_names(tasks)
     assert paths.drawn == expected
     assert paths[-1] == tmp_path / "index.md"
     assert sorted(paths[:-1]) == sorted(tmp_path / f"{n}.{e}" for n in expected
                                         for e in ("png", "pdf"))
     for path in paths[:-1]:
         assert path.stat().st_size > 1000, path
-    assert not stale.exists() and not (tmp_path / "heldout_prediction.pdf").exists()
     rows = _index_rows(tmp_path / "index.md")
     assert list(rows) == plots.figure_names(tasks)
-    assert rows["heldout_prediction"][0] == "not drawn"
-    assert rows["heldout_prediction"][1].startswith(
-        "no law could be refitted without its largest size (without s: not enough sizes: 2 <")
     assert rows["error_vs_compute"][0] == ("[error_vs_compute.png](error_vs_compute.png), "
                                            "[error_vs_compute.pdf](error_vs_compute.pdf)")
     # What the workflow declares for this grid: every drawn figure but loss_vs_depth
@@ -424,7 +435,10 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
     runs = make_runs(priors=("random", "spt"), seeds=(0, 1), noise=0.02)
     runs["width"] = runs["size"].map({"xxs": 16, "xs": 32, "s": 64, "m": 96})  # as on CPU
     fits = fit_study(runs, n_boot=50)
+    stale = tmp_path / "spt_vs_matched.png"  # an earlier run's figure, now without data
+    stale.write_bytes(b"old")
     out = plots.plot_all(runs, fits, tmp_path)
+    assert not stale.exists() and not (tmp_path / "spt_vs_matched.pdf").exists()
     assert out.drawn == ["error_vs_compute", "alpha_per_arch", "heldout_prediction",
                          "accuracy_vs_size_listops"]
     assert set(drawn) == set(out.drawn)  # the others never made a figure
@@ -523,7 +537,7 @@ def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered
                 assert line.get_color() == style["color"], (name, gid)
                 assert line.get_marker() == style["marker"], (name, gid)
                 seen.add(name)
-    assert seen == set(figures) - {"heldout_prediction"}
+    assert seen == set(figures)
 
 
 def test_error_vs_compute_plots_seed_means_and_the_fit_with_its_band(rendered, study):
@@ -720,7 +734,7 @@ def test_workflow_declares_the_figures_its_grid_feeds():
     every = set(plots.figure_names(["listops"]))
     assert declared("workstation") == every - {"loss_vs_depth"}
     every_task = set(plots.figure_names(TASKS))  # the smoke study has every LRA task
-    assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth", "heldout_prediction"}
+    assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
     assert plots.grid_figures(["listops"], ["transformer"], ["xxs", "xs"], ["random"],
                               "depth") == {"error_vs_compute": "error_vs_compute",
@@ -760,29 +774,34 @@ def test_tables(study, tmp_path):
     held = pd.read_csv(tmp_path / "heldout.csv")
     assert set(held["metric"]) == {"alpha_U", "alpha_D", "alpha_UD"}  # the laws, no ratio
     assert len(held) == 3 * (2 + 2 * 4 + 2)  # archs x (alpha_U forms + tasks x (priors + UD))
-    assert set(held["heldout_status"]) == {"without s: not enough sizes: 2 < 3",
-                                           "without s: not enough sizes: 2 < 4"}
+    # Three sizes: the log-log laws are refitted on two; the saturating form refuses.
+    saturating = held["form"] == "saturating"
+    assert set(held.loc[saturating, "heldout_status"]) == {"without s: not enough sizes: 2 < 3"}
+    assert set(held.loc[~saturating, "heldout_status"]) == {"ok"}
     text = (tmp_path / "heldout.md").read_text()
     assert "## Downstream error (text, alpha_D) per architecture and prior" in text
-    assert "| performer | n/a (without s: not enough sizes: 2 < 3) |" in text
+    row = _one(fits, "alpha_D", task="text", arch="performer", prior="spt")
+    cell = (f"{100 * row['heldout_rel_error']:+.1f}% [{100 * row['heldout_rel_error_low']:+.1f}, "
+            f"{100 * row['heldout_rel_error_high']:+.1f}]")
+    assert re.search(rf"\| performer \|( [^|]+ \|)* {re.escape(cell)} \|", text), text
 
 
 def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
     runs = make_runs(archs=("transformer", "s4"), priors=("random", "upstream"),
                      alpha_u={"transformer": 0.2, "s4": 0.1}, noise=0.01, seed=1)
-    fits = fit_study(runs, n_boot=100, n_boot_saturating=0)
+    fits = fit_study(runs, n_boot=100, n_boot_saturating=20)
     md = heldout_markdown(fits)
-    assert re.search(r"\| transformer \| [+-]\d+\.\d% \[[+-]\d+\.\d, [+-]\d+\.\d\] \| n/a "
-                     r"\(without m: not enough sizes: 3 < 4\) \| m \|", md), md
-    assert re.search(r"8 predictions, \d of them below the observed value; median", md)
+    interval = r"[+-]\d+\.\d% \[[+-]\d+\.\d, [+-]\d+\.\d\]"
+    assert re.search(rf"\| transformer \| {interval} \| {interval} \| m \|", md), md
+    assert re.search(r"10 predictions, \d+ of them below the observed value; median", md)
     result = plots.plot_heldout_prediction(runs, fits, tmp_path)
     fig = drawn["heldout_prediction"]
     titles = [ax.get_title() for ax in fig.axes]
-    # alpha_U log-log, alpha_D x 2 priors, alpha_U,D; the saturating form (no prediction
-    # with four sizes) is left out and named.
-    assert len(titles) == 4
+    # alpha_U in both forms (the saturating one refitted on three sizes), alpha_D x 2
+    # priors, alpha_U,D.
+    assert len(titles) == 5
     assert all("held out m: median |error|" in t for t in titles)
-    assert result.notes == ["upstream loss: αU, saturating (without m: not enough sizes: 3 < 4)"]
+    assert result.notes == []
     # One point per architecture in each panel, in its own style, at (observed, predicted).
     ax = _panel(fig, "listops error: αD, random")
     for arch in ("transformer", "s4"):
@@ -1006,12 +1025,10 @@ def test_figures_from_cache_regenerates_everything_without_torch(tmp_path):
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # Every figure with data is drawn (not the held-out prediction: three sizes); the
-    # index says why not.
+    # Every figure has data, so every figure is drawn.
     rows = _index_rows(out / "figures" / "index.md")
     drawn = [name for name, (file_col, _) in rows.items() if file_col != "not drawn"]
-    assert drawn == [n for n in plots.figure_names(["listops"]) if n != "heldout_prediction"]
-    assert rows["heldout_prediction"][1].startswith("no law could be refitted")
+    assert drawn == plots.figure_names(["listops"])
     for name in drawn:
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000

@@ -17,8 +17,9 @@ default, or non-embedding parameters, or FLOPs per token. One row per fit, its
   of the upstream gain transfers); its x axis is ``upstream_loss``.
 - ``alpha_D/alpha_U``: alpha_D of the `upstream` prior over the log-log alpha_U of
   the same architecture, per (task, arch); its interval is the percentile
-  interval of the ratio of the two fits' own bootstrap replicates (the upstream
-  and downstream runs are different runs, so they are resampled independently).
+  interval of the ratio of paired bootstrap replicates: the downstream runs are
+  resampled and each brings the upstream run of its size (its checkpoint), so
+  both fits see the same sizes in a replicate (`_paired_alphas`).
 
 Only runs with status "ok" enter a fit; `n_runs` counts every run of the cell,
 `n_failed` those that did not finish ok (diverged or failed) and `n_diverged`
@@ -30,9 +31,11 @@ Every law (alpha_U in both forms, alpha_D, alpha_U,D) is also validated on the
 size it did not see: the `heldout_*` columns hold the same fit refitted without
 the largest size, its prediction there, that size's mean observed y and the
 relative error (pred - obs) / obs with a bootstrap interval
-(`scaling.heldout_prediction`). It needs three sizes (four for the saturating
-form) besides the one held out; otherwise the columns are NaN and
-`heldout_status` says why. Torch-free.
+(`scaling.heldout_prediction`). A law is judged there by its prediction, not by
+its residual, so the refit needs only as many sizes as the law has parameters
+(`HELDOUT_MIN_SIZES`: two for a log-log law, three for the saturating form) besides
+the one held out: a three-size study validates its log-log laws. Otherwise the
+columns are NaN and `heldout_status` says why. Torch-free.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ HELDOUT_COLUMNS = [
     "heldout_rel_error_low", "heldout_rel_error_high", "heldout_status",
 ]
 COLUMNS += HELDOUT_COLUMNS
+# Sizes the held-out refit needs: one per parameter of the law (the prediction,
+# not a residual, is what judges it).
+HELDOUT_MIN_SIZES = {"loglog": 2, "saturating": 3}
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
@@ -111,19 +117,47 @@ def _row(task, arch, prior, metric, form, x_axis, cell: pd.DataFrame, fit: dict)
     }
 
 
-def _boot_alphas(x, y, n_boot: int, seed: int) -> np.ndarray:
-    """The bootstrap replicates of a log-log alpha, drawn exactly as `fit_loglog`
-    draws them for the same seed (so they are the replicates behind its interval)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    lx, ly = np.log(x[keep]), np.log(y[keep])
-    idx = _resample(np.random.default_rng(seed), lx, n_boot, min_distinct=2)
-    slopes, _ = _ols(lx[idx], ly[idx])
-    return -slopes
+def _usable(runs: pd.DataFrame, y: str) -> pd.DataFrame:
+    """The runs a log-log fit of y against x can use (finite, positive)."""
+    return runs[np.isfinite(runs["x"]) & np.isfinite(runs[y]) & (runs["x"] > 0) & (runs[y] > 0)]
+
+
+def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int):
+    """Bootstrap replicates of (alpha_D, alpha_U), paired through the model size.
+
+    A downstream run finetunes the upstream checkpoint of its size, so the two
+    fits share that checkpoint's noise: drawing their replicates independently
+    ignores the correlation and over-covers. Here the downstream runs are
+    resampled (as `fit_loglog` resamples them) and each drawn run brings its
+    upstream partner, the upstream run of its size (of its seed, where the
+    upstream runs have several seeds per size): both replicates then weight the
+    sizes alike.
+    """
+    up, down = _usable(up, "upstream_loss"), _usable(down, "error")
+    by_size = dict(tuple(up.groupby("size")))
+    down = down[down["size"].isin(list(by_size))]
+    if down.empty:
+        return np.array([]), np.array([])
+    lx_d, ly_d = np.log(down["x"].to_numpy()), np.log(down["error"].to_numpy())
+    rng = np.random.default_rng(seed)
+    idx = _resample(rng, lx_d, n_boot, min_distinct=2)
+    # The upstream partner of every downstream run: the upstream run of its size and
+    # seed, or one drawn among that size's runs where no seed matches.
+    rows = []
+    for size, run_seed in zip(down["size"], down["seed"], strict=True):
+        runs = by_size[size]
+        same = runs.index[runs["seed"] == run_seed]
+        rows.append(same[0] if len(same) else runs.index[rng.integers(len(runs))])
+    partner = up.loc[rows]
+    lx_u, ly_u = np.log(partner["x"].to_numpy()), np.log(partner["upstream_loss"].to_numpy())
+    slopes_d, _ = _ols(lx_d[idx], ly_d[idx])
+    slopes_u, _ = _ols(lx_u[idx], ly_u[idx])
+    keep = np.isfinite(slopes_u) & np.isfinite(slopes_d) & (slopes_u != 0)
+    return -slopes_d[keep], -slopes_u[keep]
 
 
 def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed) -> dict:
-    """alpha_D / alpha_U with the percentile interval of the replicates' ratio."""
+    """alpha_D / alpha_U with the percentile interval of paired replicates' ratio."""
     n_points = fit_u.n_points + fit_d.n_points
     n_sizes = min(fit_u.n_sizes, fit_d.n_sizes)
     out = {"alpha": np.nan, "alpha_low": np.nan, "alpha_high": np.nan, "coef": np.nan,
@@ -134,10 +168,8 @@ def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed)
         return {**out, "status": "; ".join(bad)}
     low = high = np.nan
     if n_boot > 0:
-        a_u = _boot_alphas(up["x"], up["upstream_loss"], n_boot, seed)
-        a_d = _boot_alphas(down["x"], down["error"], n_boot, seed + 1)
-        n = min(a_u.size, a_d.size)
-        low, high = _percentile_ci(a_d[:n] / a_u[:n], ci)
+        a_d, a_u = _paired_alphas(up, down, n_boot, seed)
+        low, high = _percentile_ci(a_d / a_u, ci)
     return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
             "status": "ok"}
 
@@ -147,7 +179,7 @@ def _no_heldout(status: str) -> dict:
 
 
 def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot: int,
-             ci: float, seed: int, min_sizes: int = MIN_SIZES) -> dict:
+             ci: float, seed: int) -> dict:
     """The held-out columns of one law of y against x fitted on the runs `good`:
     its largest size (by parameters) among the points a fit can use is held out."""
     usable = good[np.isfinite(good[x]) & np.isfinite(good[y]) & (good[x] > 0) & (good[y] > 0)]
@@ -156,7 +188,7 @@ def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot
         return _no_heldout("no finished runs")
     return heldout_prediction(
         good[x].to_numpy(), good[y].to_numpy(), good["size"].to_numpy(), order[-1], form=form,
-        n_boot=n_boot, ci=ci, seed=seed, min_sizes=min_sizes,
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_MIN_SIZES[form],
     ).as_dict()
 
 
@@ -197,7 +229,7 @@ def fit_study(
         # a collapsed interval), so the saturating form needs one size more.
         s = fit_saturating(*args, n_boot=n_boot_saturating, min_sizes=MIN_SIZES + 1, **kw)
         held = _heldout(good, "x", "upstream_loss", "saturating", n_boot=n_boot_saturating,
-                        min_sizes=MIN_SIZES + 1, **kw)
+                        **kw)
         rows.append(_row(UPSTREAM_STAGE, arch, UPSTREAM_STAGE, "alpha_U", "saturating", x_axis,
                          cell, _nan_fields(s.as_dict()) | held))
 

@@ -134,7 +134,8 @@ def grid_figures(tasks, archs, sizes, priors, protocol: str = "default") -> dict
 
     - `upstream_loss_vs_compute`, `downstream_vs_upstream`: the `upstream` prior;
     - `alpha_per_arch`: three sizes (the fewest a fit accepts);
-    - `heldout_prediction`: four sizes (three to fit, the largest held out);
+    - `heldout_prediction`: three sizes (two to refit a log-log law, the largest
+      held out);
     - `arch_gap`: the transformer, another architecture, and `random` or `spt`;
     - `spt_vs_matched`: both `spt` and `scratch_matched`;
     - `loss_vs_depth`: the `depth` protocol (depth grows at a fixed width) and two
@@ -153,7 +154,7 @@ def grid_figures(tasks, archs, sizes, priors, protocol: str = "default") -> dict
         "loss_vs_depth": protocol == "depth" and n_sizes >= 2,
         "downstream_vs_upstream": "upstream" in priors,
         "spt_vs_matched": {"spt", "scratch_matched"} <= priors,
-        "heldout_prediction": n_sizes >= 4,
+        "heldout_prediction": n_sizes >= 3,
     }
     out = {name: name for name in FIGURES if feeds[name]}
     for kind in PER_TASK_FIGURES:

@@ -179,7 +179,7 @@ def heldout_markdown(fits: pd.DataFrame) -> str:
            "prediction, (predicted - observed) / observed, in percent [with its "
            f"{ci:.0%} percentile-bootstrap interval over the training runs]; negative: the "
            "largest size did worse than the law predicts. n/a with the reason where there "
-           "is no prediction (it needs three sizes besides the held-out one, four for the "
+           "is no prediction (it needs two sizes besides the held-out one, three for the "
            "saturating form).\n"]
     ok = t[t["heldout_status"] == "ok"]
     if len(ok):
