@@ -26,5 +26,6 @@ rule all:
         f"{OUT}/fits.parquet",
         FIGURE_PNGS,
         FIGURE_PDFS,
+        FIGURE_DATA,
         TABLES,
         f"{OUT}/claims.md",

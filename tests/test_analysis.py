@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import yaml
+from figure_checks import check_error_vs_compute_data, check_upstream_loss_data
 
 from scalestudy import claims, plots, scaling
 from scalestudy.fits import COLUMNS, HELDOUT_COLUMNS, fit_study, select, task_runs
@@ -413,13 +414,18 @@ def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp
     assert paths.drawn == expected
     assert paths[-1] == tmp_path / "index.md"
     assert sorted(paths[:-1]) == sorted(tmp_path / f"{n}.{e}" for n in expected
-                                        for e in ("png", "pdf"))
+                                        for e in ("png", "pdf", "csv"))
     for path in paths[:-1]:
         assert path.stat().st_size > 1000, path
     rows = _index_rows(tmp_path / "index.md")
     assert list(rows) == plots.figure_names(tasks)
     assert rows["error_vs_compute"][0] == ("[error_vs_compute.png](error_vs_compute.png), "
-                                           "[error_vs_compute.pdf](error_vs_compute.pdf)")
+                                           "[error_vs_compute.pdf](error_vs_compute.pdf), "
+                                           "[error_vs_compute.csv](error_vs_compute.csv)")
+    # Each figure's CSV holds what it plots: the seed means, their bars and the fit.
+    data = pd.read_csv(tmp_path / "error_vs_compute.csv")
+    assert list(data.columns) == plots.DATA_COLUMNS
+    check_error_vs_compute_data(data, runs, fits, "text", "random", "s4")
     # What the workflow declares for this grid: every drawn figure but loss_vs_depth
     # (the default protocol; it is drawn all the same, as it has data).
     declared = plots.runs_grid_figures(runs, tasks)
@@ -1032,6 +1038,14 @@ def test_figures_from_cache_regenerates_everything_without_torch(tmp_path):
     for name in drawn:
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+        assert len(pd.read_csv(out / "figures" / f"{name}.csv")) > 0, name
+    # The figures plot the cached runs and the fits made from them.
+    runs, fits = read_records(cache), pd.read_parquet(out / "fits.parquet")
+    errors = pd.read_csv(out / "figures" / "error_vs_compute.csv")
+    for prior in ("random", "spt"):
+        check_error_vs_compute_data(errors, runs, fits, "listops", prior, "s4")
+    check_upstream_loss_data(pd.read_csv(out / "figures" / "upstream_loss_vs_compute.csv"),
+                             runs, fits, "transformer")
     for name in TABLE_FILES:
         assert (out / "tables" / name).stat().st_size > 0
     assert (out / "claims.md").read_text().startswith("# Claims checked on study synthetic")

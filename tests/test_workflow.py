@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from figure_checks import check_error_vs_compute_data, check_upstream_loss_data
 
 from scalestudy.names import PRIORS, TASKS
-from scalestudy.plots import grid_figures
+from scalestudy.plots import DATA_COLUMNS, grid_figures
 from scalestudy.tables import TABLE_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +81,15 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     for name in smoke_figures:
         for ext in ("png", "pdf"):
             assert (out / f"figures/{name}.{ext}").stat().st_size > 1000, name
+        data = pd.read_csv(out / f"figures/{name}.csv")
+        assert list(data.columns) == DATA_COLUMNS and len(data) > 0, name
+    # What the figures plot is what the runs and fits say (their source data).
+    every_fit = pd.read_parquet(out / "fits.parquet")
+    errors = pd.read_csv(out / "figures/error_vs_compute.csv")
+    for prior in ("random", "spt", "upstream", "tfixup"):
+        check_error_vs_compute_data(errors, every_run, every_fit, "listops", prior, "transformer")
+    check_upstream_loss_data(pd.read_csv(out / "figures/upstream_loss_vs_compute.csv"),
+                             every_run, every_fit, "transformer")
     for name in TABLE_FILES:
         assert (out / f"tables/{name}").stat().st_size > 0, name
     assert "## SPT beats the compute-matched control" in (out / "claims.md").read_text()

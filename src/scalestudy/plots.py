@@ -270,10 +270,52 @@ def _title(fig, main: str, detail: str = "") -> None:
     fig.suptitle(_title_text(fig.get_figwidth(), main, detail), fontsize=9.5)
 
 
+DATA_COLUMNS = ["panel", "series", "kind", "x", "y", "low", "high"]
+FIGURE_FILES = ("png", "pdf", "csv")  # each drawn figure's files: image, vector, its data
+
+
+def figure_data(fig) -> pd.DataFrame:
+    """What `fig` plots, as a tidy frame (its source data, written beside it as CSV):
+    one row per point of every named series (artist gid) of every panel (axes label).
+
+    kind "line": a point (x, y) of a data series or fitted line; "ybar"/"xbar": an
+    error bar or interval at (x, y) spanning low..high along y or x; "band": a fit
+    band at x from low to high. A marker placed in axes coordinates (an unfinished
+    run along the panel's top edge) has y NaN.
+    """
+    rows = []
+    for ax in fig.axes:
+        panel = ax.get_label()
+        for artist in [*ax.lines, *ax.collections]:
+            gid = artist.get_gid()
+            if not gid:
+                continue
+            if isinstance(artist, Line2D):
+                data = artist.get_transform() == ax.transData
+                for x, y in zip(artist.get_xdata(), artist.get_ydata(), strict=True):
+                    rows.append((panel, gid, "line", x, y if data else np.nan, np.nan, np.nan))
+            elif isinstance(artist, PolyCollection):
+                for path in artist.get_paths():
+                    v = pd.DataFrame(path.vertices, columns=["x", "y"]).groupby("x")["y"]
+                    rows += [(panel, gid, "band", x, np.nan, lo, hi)
+                             for x, lo, hi in zip(v.min().index, v.min(), v.max(), strict=True)]
+            elif hasattr(artist, "get_segments"):
+                for seg in artist.get_segments():
+                    (x0, y0), (x1, y1) = seg[0], seg[-1]
+                    if x0 == x1:
+                        rows.append((panel, gid, "ybar", x0, (y0 + y1) / 2, min(y0, y1),
+                                     max(y0, y1)))
+                    else:
+                        rows.append((panel, gid, "xbar", (x0 + x1) / 2, y0, min(x0, x1),
+                                     max(x0, x1)))
+    return pd.DataFrame(rows, columns=DATA_COLUMNS)
+
+
 def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
          title_notes: bool = True) -> Drawn:
-    """Write `fig` as PNG and PDF; `notes` (the panels left out, and why) are added
-    under its title (unless `title_notes` is False: the title has them already)."""
+    """Write `fig` as PNG and PDF, and what it plots as CSV (`figure_data`); `notes`
+    (the panels left out, and why) are added under its title (unless `title_notes`
+    is False: the title has them already)."""
     notes = list(notes)
     if notes and title_notes:
         old = fig._suptitle.get_text() if fig._suptitle is not None else ""
@@ -288,8 +330,9 @@ def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
         fig.savefig(path, dpi=150)  # constrained layout already fits the margins
         # The layout is solved now: freeze it rather than solve it again for the PDF.
         fig.set_layout_engine("none")
+    figure_data(fig).to_csv(out_dir / f"{name}.csv", index=False)
     plt.close(fig)
-    return Drawn(paths, notes)
+    return Drawn([*paths, out_dir / f"{name}.csv"], notes)
 
 
 def _notice(out_dir: Path, name: str, reason: str) -> list[Path]:
@@ -304,7 +347,9 @@ def _notice(out_dir: Path, name: str, reason: str) -> list[Path]:
         for path in paths:
             fig.savefig(path, dpi=150)
         plt.close(fig)
-    return paths
+    # No data: its source data is the header alone.
+    pd.DataFrame(columns=DATA_COLUMNS).to_csv(out_dir / f"{name}.csv", index=False)
+    return [*paths, out_dir / f"{name}.csv"]
 
 
 # --------------------------------------------------------------------------- layout
@@ -1337,7 +1382,7 @@ def plot_heldout_prediction(runs, fits, out_dir, tasks=None) -> Drawn:
 
 def _remove(out_dir: Path, name: str) -> None:
     """Remove an earlier run's files of a figure that is not drawn now."""
-    for ext in ("png", "pdf"):
+    for ext in FIGURE_FILES:
         (Path(out_dir) / f"{name}.{ext}").unlink(missing_ok=True)
 
 
@@ -1410,7 +1455,8 @@ def plot_all(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks=None,
 
 __all__ = [
     "ARCH_STYLES", "FIGURES", "PER_TASK_FIGURES", "PRIOR_STYLES", "Drawn", "FigureEntry",
-    "FigureIndex", "NotDrawn", "arch_gap", "arch_style", "figure_names", "fit_band",
+    "FigureIndex", "NotDrawn", "arch_gap", "arch_style", "figure_data", "figure_names",
+    "fit_band",
     "grid_figures", "over_seeds", "plot_all", "prior_style", "runs_grid_figures",
     "spt_vs_matched",
 ]

@@ -1,5 +1,6 @@
 # Figures and tables from the collected runs and their fits. Every figure is a
-# PNG (embedded in `snakemake --report`, with its caption) and a PDF.
+# PNG (embedded in `snakemake --report`, with its caption), a PDF, and a CSV of
+# what it plots (its source data: panel, series, x, y and interval; plots.figure_data).
 
 from scalestudy.plots import grid_figures
 
@@ -7,7 +8,7 @@ from scalestudy.plots import grid_figures
 # `scalestudy plot` also follows): the upstream figures only with the `upstream`
 # prior, spt_vs_matched only with both `spt` and `scratch_matched`, arch_gap only with
 # the transformer and another architecture, alpha_per_arch from three sizes,
-# heldout_prediction from four, loss_vs_depth only under train.protocol: depth, and
+# heldout_prediction from three, loss_vs_depth only under train.protocol: depth, and
 # error_vs_compute and accuracy_vs_size_{task} always. `scalestudy plot` draws each of
 # them, or, should every run it needs have failed, writes a notice saying why in its
 # place, so that no declared output can be missing; a figure the grid cannot feed is
@@ -18,6 +19,7 @@ FIGURE_CAPTIONS = grid_figures(
 )
 FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in FIGURE_CAPTIONS]
 FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in FIGURE_CAPTIONS]
+FIGURE_DATA = [f"{OUT}/figures/{name}.csv" for name in FIGURE_CAPTIONS]
 FIGURE_INDEX = f"{OUT}/figures/index.md"
 TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv",
                                                "lra_accuracy.md", "heldout.csv", "heldout.md")]
@@ -40,6 +42,7 @@ rule figures:
             for name, caption in FIGURE_CAPTIONS.items()
         ],
         FIGURE_PDFS,
+        FIGURE_DATA,
         report(
             FIGURE_INDEX,
             caption="../report/figure_index.rst",
