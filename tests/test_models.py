@@ -205,6 +205,27 @@ def test_other_norm_placements_and_dropout_run_and_keep_padding_invariance(arch,
     torch.testing.assert_close(model(tokens, mask).hidden, model(tokens, mask).hidden)
 
 
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+def test_residual_drops_its_branch_in_training_only(norm):
+    """Residual dropout (Vaswani et al. 2017, 5.4) zeroes a share p of the branch's
+    outputs and scales the rest by 1/(1-p), in training mode only, whatever the
+    LayerNorm placement; the skip path is never dropped."""
+    from scalestudy.models.layers import Residual
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 64, 32)
+    block = Residual(torch.nn.Identity(), 32, "none", dropout=0.5)
+    block.placement = norm
+    block.norm = torch.nn.Identity()  # isolate the dropout from the normalisation
+    block.train()
+    branch = block(x) - x  # the dropped branch: x or 0, scaled by 2
+    dropped = branch == 0
+    assert 0.45 < dropped.float().mean().item() < 0.55
+    torch.testing.assert_close(branch[~dropped], 2 * x[~dropped])
+    block.eval()
+    torch.testing.assert_close(block(x), 2 * x)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_residual_branch_names_its_fixup_weights(arch):
     """The Fixup priors rescale `fixup_weights()` of every residual branch."""

@@ -90,6 +90,28 @@ def test_same_config_and_seed_give_the_same_record_and_another_seed_does_not(dat
                            other["backbone.blocks.0.mlp.branch.up.weight"])
 
 
+def test_the_seed_reaches_the_initialisation_itself(data_dir, tmp_path, monkeypatch):
+    """Not only the data order or dropout: the initial weights (as the prior left
+    them, before any step) are the same for the same seed and differ for another."""
+    from scalestudy import train
+
+    initial = []
+
+    def spy(*args, **kwargs):
+        model, report = build_classifier(*args, **kwargs)
+        initial.append({k: v.clone() for k, v in model.state_dict().items()})
+        return model, report
+
+    monkeypatch.setattr(train, "build_classifier", spy)
+    for seed, name in ((7, "a"), (7, "b"), (8, "c")):
+        run(spec(seed=seed, max_steps=1, val_every=1), data_dir, tmp_path / name)
+    a, b, c = initial
+    assert a.keys() == c.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    weights = [k for k in a if k.endswith("weight") and a[k].dim() == 2]
+    assert weights and not any(torch.equal(a[k], c[k]) for k in weights)
+
+
 def test_warmup_cosine_schedule_values():
     """Linear warm-up to the peak over `warmup_steps`, then cosine decay to 10% of
     it at `max_steps`, as the optimiser sees it (values written out by hand)."""
