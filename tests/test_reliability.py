@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from cells import TASK
 from test_analysis import _keep_figures, make_runs
 
 from scalestudy import cli, faults, plots, records, tasks
@@ -26,8 +27,6 @@ from scalestudy.fits import fit_study, select
 from scalestudy.records import read_records, write_record
 from scalestudy.train import Classifier, RunSpec, git_rev, run
 
-TASK = {"n_train": 64, "n_val": 16, "n_test": 16, "max_depth": 3, "max_args": 3,
-        "min_length": 3, "max_length": 24}
 TIMING = {"wall_seconds", "tokens_per_second"}
 
 
@@ -37,13 +36,6 @@ def spec_dict(prior="random", **train) -> dict:
             "train": {"max_steps": 6, "batch_size": 8, "warmup_steps": 2, "val_every": 3,
                       "protocol": "default", **train},
             "trainer": {"accelerator": "cpu", "threads": 1}}
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "listops"
-    tasks.prepare("listops", TASK, path)
-    return path
 
 
 @pytest.fixture(scope="module")

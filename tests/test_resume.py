@@ -18,13 +18,12 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from cells import TASK
 
-from scalestudy import pretrain, resume, tasks, train
+from scalestudy import pretrain, resume, train
 from scalestudy.pretrain import PretrainSpec, run_pretrain
 from scalestudy.train import RunSpec, run
 
-TASK = {"n_train": 64, "n_val": 16, "n_test": 16, "max_depth": 3, "max_args": 3,
-        "min_length": 3, "max_length": 24}
 # 8 batches an epoch: the kills at step 10 fall mid-way through the second
 # epoch, two steps after the validation (and checkpoint) at step 8.
 SCHEDULE = {"max_steps": 12, "batch_size": 8, "warmup_steps": 2, "val_every": 4,
@@ -53,13 +52,6 @@ STAGES = {
     "train": lambda data, out: run(train_spec(), data, out),
     "pretrain": lambda data, out: run_pretrain(pretrain_spec(), data, out),
 }
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "listops"
-    tasks.prepare("listops", TASK, path)
-    return path
 
 
 @pytest.fixture(scope="module")

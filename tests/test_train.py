@@ -5,15 +5,13 @@ import math
 import pandas as pd
 import pytest
 import torch
+from cells import TASK
 
 from scalestudy import tasks
 from scalestudy.models import ARCHITECTURES
 from scalestudy.pretrain import PretrainSpec, run_pretrain
 from scalestudy.records import read_records
 from scalestudy.train import RunSpec, build_classifier, run
-
-TASK = {"n_train": 64, "n_val": 16, "n_test": 16, "max_depth": 3, "max_args": 3,
-        "min_length": 3, "max_length": 24}
 
 
 def spec(prior="random", seed=7, arch="transformer", **train):
@@ -24,13 +22,6 @@ def spec(prior="random", seed=7, arch="transformer", **train):
                   "protocol": "default", **train},
         "trainer": {"accelerator": "cpu", "threads": 1},
     })
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "listops"
-    tasks.prepare("listops", TASK, path)
-    return path
 
 
 def test_one_cell_writes_a_valid_record(data_dir, tmp_path):

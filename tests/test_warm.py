@@ -11,12 +11,10 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from cells import TASK
 
-from scalestudy import tasks, warm
+from scalestudy import warm
 from scalestudy.records import read_records
-
-TASK = {"n_train": 64, "n_val": 16, "n_test": 16, "max_depth": 3, "max_args": 3,
-        "min_length": 3, "max_length": 24}
 
 
 def spec_json(max_steps: int = 6) -> str:
@@ -46,13 +44,6 @@ def scalestudy(args: list[str], socket_path: str | None, **kwargs) -> subprocess
     if socket_path:
         env[warm.SOCKET_ENV] = socket_path
     return subprocess.Popen([sys.executable, "-m", "scalestudy.cli", *args], env=env, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "listops"
-    tasks.prepare("listops", TASK, path)
-    return path
 
 
 def test_a_job_through_the_server_equals_a_plain_one(server, data_dir, tmp_path):
