@@ -81,6 +81,14 @@ def test_same_config_and_seed_give_the_same_record_and_another_seed_does_not(dat
                            other["backbone.blocks.0.mlp.branch.up.weight"])
 
 
+def test_tokens_seen_counts_every_real_token_trained_on(data_dir, tmp_path):
+    # 8 steps of 8 sequences: exactly one epoch of the 64 training sequences.
+    record = run(spec(max_steps=8, val_every=4), data_dir, tmp_path / "run")
+    data = tasks.load("listops", TASK, data_dir)
+    tokens = data.splits["train"][0]
+    assert record["tokens_seen"] == int((tokens != data.pad_id).sum())
+
+
 def test_the_seed_reaches_the_initialisation_itself(data_dir, tmp_path, monkeypatch):
     """Not only the data order or dropout: the initial weights (as the prior left
     them, before any step) are the same for the same seed and differ for another."""
