@@ -7,8 +7,9 @@
 # a private configuration in a temporary directory (node = this host,
 # proctrack/linuxproc, task/none, one fake GPU: gres File=/dev/null), submits
 # the study, then checks that every run record arrived, that the scheduler ran
-# the jobs (squeue, and the job-completion log) and that a GPU request is
-# accepted. Every daemon it started is stopped by its PID on exit.
+# the jobs (squeue, and the job-completion log), that a GPU request is
+# accepted, and that a training step sent USR1 saves and resumes
+# (tools/slurm/usr1.py). Every daemon it started is stopped by its PID on exit.
 #   STUDY=config/studies/smoke.yaml   the preset to submit
 #   KEEP=1                            keep the state directory (logs) afterwards
 set -euo pipefail
@@ -147,4 +148,36 @@ snakemake --profile profiles/slurm --configfile "$STUDY" --config "study=$NAME" 
 say "study finished in $(( $(date +%s) - start )) s"
 
 python tools/slurm/check_study.py "$NAME" "$STUDY" "$STATE/jobcomp.log"
+
+# Preemption: SLURM delivers USR1 to a running training step (scancel --signal,
+# the delivery path of the profile's --signal=USR1@120); the run saves last.ckpt
+# at the end of its step and exits; submitted again, it resumes there.
+RUN=results/$NAME/usr1-run
+rm -rf "$RUN"
+python tools/slurm/usr1.py spec "$NAME" > "$STATE/usr1-spec.json"
+cat > "$STATE/usr1.sh" <<JOB
+#!/bin/bash
+srun scalestudy train --spec "\$(cat $STATE/usr1-spec.json)" \\
+    --data-dir results/$NAME/data/listops --run-dir $RUN
+JOB
+wait_job() {  # until job $1 leaves the queue; prints its final state
+    local state=""
+    for _ in $(seq 600); do
+        state=$(squeue -h -j "$1" --states=all -o %T 2>/dev/null || true)
+        case "$state" in PENDING|RUNNING|CONFIGURING|COMPLETING|"") sleep 1 ;; *) break ;; esac
+    done
+    echo "$state"
+}
+job=$(sbatch --parsable --output="$STATE/usr1-first.log" "$STATE/usr1.sh")
+for _ in $(seq 300); do [ -e "$RUN/last.ckpt" ] && break; sleep 1; done
+[ -e "$RUN/last.ckpt" ] || { say "the USR1 run wrote no checkpoint"; exit 1; }
+sleep 3
+scancel --signal=USR1 "$job"
+say "USR1 sent to job $job: $(wait_job "$job")"
+stopped=$(python tools/slurm/usr1.py step "$RUN")
+[ ! -e "$RUN/record.parquet" ] || { say "the stopped run wrote its record"; exit 1; }
+job=$(sbatch --parsable --output="$STATE/usr1-second.log" "$STATE/usr1.sh")
+say "resubmitted as job $job: $(wait_job "$job")"
+python tools/slurm/usr1.py check "$RUN" "$STATE/usr1-first.log" "$STATE/usr1-second.log" \
+    "$stopped"
 say "passed"
