@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import threading
 
 from snakemake.settings.types import DeploymentMethod
 
@@ -64,6 +65,23 @@ onstart:
         from scalestudy import warm
 
         warm.start()
+
+
+def stop_rescheduling_timers():
+    """Cancel Snakemake's pending scheduler wake-ups (threading.Timer, one per
+    loop, max-jobs-per-timespan apart; profiles/default): they are not daemon
+    threads, so the finished run would otherwise wait up to a timespan to exit."""
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
+onsuccess:
+    stop_rescheduling_timers()
+
+
+onerror:
+    stop_rescheduling_timers()
 GRID = config["grid"]
 DIMENSIONS = {"arch": "archs", "size": "sizes", "prior": "priors", "seed": "seeds"}
 
