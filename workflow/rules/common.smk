@@ -32,7 +32,9 @@ if workflow.remote_exec or workflow.subprocess_exec:
 # conda): the package is installed from this checkout, which pip finds here.
 # Named only when conda deploys it: an unused env still costs every job's
 # bookkeeping time at its end, which widened the window in which a killed
-# study's finished job counts as incomplete (tests/test_workflow.py).
+# study's finished job counts as incomplete (tests/test_workflow.py). Hence
+# `snakemake --lint` ("Specify a conda environment ... for each rule") flags
+# every rule unless run with --software-deployment-method conda: deliberate.
 CONDA_ENV = (
     "../envs/scalestudy.yaml"
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -120,8 +122,8 @@ wildcard_constraints:
 RUN_DIR = f"{OUT}/runs/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}"
 
 PRETRAIN_DIR = {
-    **{stage: OUT + f"/pretrain/{stage}/{{task}}/{{arch}}/{{size}}" for stage in SELF_PRETRAINING},
-    "upstream": OUT + "/pretrain/upstream/{arch}/{size}",
+    **{stage: f"{OUT}/pretrain/{stage}/{{task}}/{{arch}}/{{size}}" for stage in SELF_PRETRAINING},
+    "upstream": f"{OUT}/pretrain/upstream/{{arch}}/{{size}}",
 }
 PRETRAIN_RECORDS = sorted(
     {

@@ -6,11 +6,11 @@ rule task_data:
     conda:
         CONDA_ENV
     output:
-        expand(OUT + "/data/{{task}}/{split}.npz", split=["train", "val", "test"]),
-        manifest=OUT + "/data/{task}/manifest.json",
+        expand(f"{OUT}/data/{{{{task}}}}/{{split}}.npz", split=["train", "val", "test"]),
+        manifest=f"{OUT}/data/{{task}}/manifest.json",
     params:
         task_config=lambda wc: json.dumps(config["tasks"][wc.task], sort_keys=True),
-        out_dir=lambda wc: f"{OUT}/data/{wc.task}",
+        out_dir=lambda wc, output: os.path.dirname(output.manifest),
     log:
         f"{OUT}/logs/data/{{task}}.log",
     shell:

@@ -43,7 +43,7 @@ rule figures:
         ],
         FIGURE_PDFS,
         FIGURE_DATA,
-        report(
+        index=report(
             FIGURE_INDEX,
             caption="../report/figure_index.rst",
             category="Figures",
@@ -51,7 +51,7 @@ rule figures:
         ),
     params:
         tasks=GRID["tasks"],
-        out_dir=f"{OUT}/figures",
+        out_dir=lambda wc, output: os.path.dirname(output.index),
     log:
         f"{OUT}/logs/figures.log",
     shell:
@@ -88,7 +88,7 @@ rule tables:
         ),
         f"{OUT}/tables/heldout.md",
     params:
-        out_dir=f"{OUT}/tables",
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
     log:
         f"{OUT}/logs/tables.log",
     shell:

@@ -28,7 +28,7 @@ rule pretrain_spt:
     input:
         rules.task_data.output,
     output:
-        record=OUT + "/pretrain/{stage}/{task}/{arch}/{size}/record.parquet",
+        record=f"{OUT}/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}/record.parquet",
     wildcard_constraints:
         stage="|".join(SELF_PRETRAINING),
     params:
