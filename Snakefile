@@ -20,6 +20,18 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 
 
+onstart:
+    start_study()
+
+
+onsuccess:
+    stop_rescheduling_timers()
+
+
+onerror:
+    stop_rescheduling_timers()
+
+
 rule all:
     input:
         f"{OUT}/runs.parquet",

@@ -34,7 +34,7 @@ if workflow.remote_exec or workflow.subprocess_exec:
 # bookkeeping time at its end, which widened the window in which a killed
 # study's finished job counts as incomplete (tests/test_workflow.py). Hence
 # `snakemake --lint` ("Specify a conda environment ... for each rule") flags
-# every rule unless run with --software-deployment-method conda: deliberate.
+# each rule unless run with --software-deployment-method conda (deliberate).
 CONDA_ENV = (
     "../envs/scalestudy.yaml"
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -58,10 +58,11 @@ check_releases(config)
 OUT = f"results/{config['study']}"
 
 
-onstart:
-    # Jobs that run on this machine fork from one warm process that has torch,
-    # Lightning and the analysis stack imported (scalestudy.warm), instead of
-    # each paying seconds of imports. Cluster jobs run their command directly.
+def start_study():
+    """Claim the study's lock; jobs that run on this machine fork from one warm
+    process that has torch, Lightning and the analysis stack imported
+    (scalestudy.warm), instead of each paying seconds of imports. Cluster jobs
+    run their command directly."""
     claim()  # this process holds the lock (see scalestudy.locks)
     if workflow.local_exec:
         from scalestudy import warm
@@ -78,12 +79,6 @@ def stop_rescheduling_timers():
             thread.cancel()
 
 
-onsuccess:
-    stop_rescheduling_timers()
-
-
-onerror:
-    stop_rescheduling_timers()
 GRID = config["grid"]
 DIMENSIONS = {"arch": "archs", "size": "sizes", "prior": "priors", "seed": "seeds"}
 
