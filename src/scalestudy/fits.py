@@ -49,6 +49,7 @@ import pyarrow as pa
 from .names import X_AXES
 from .records import write_atomic
 from .scaling import (
+    HELDOUT_PARAMS,
     MIN_SIZES,
     _ols,
     _percentile_ci,
@@ -75,7 +76,7 @@ HELDOUT_COLUMNS = [
 COLUMNS += HELDOUT_COLUMNS
 # Sizes the held-out refit needs: one per parameter of the law (the prediction,
 # not a residual, is what judges it).
-HELDOUT_MIN_SIZES = {"loglog": 2, "saturating": 3}
+HELDOUT_MIN_SIZES = HELDOUT_PARAMS
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:

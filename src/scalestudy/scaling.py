@@ -483,6 +483,7 @@ def fit_saturating(
 # --------------------------------------------------------------------------- validation
 
 HELDOUT_FORMS = ("loglog", "saturating")
+HELDOUT_PARAMS = {"loglog": 2, "saturating": 3}  # the parameters of each form's law
 
 
 def heldout_prediction(
@@ -499,7 +500,9 @@ def heldout_prediction(
     same ratio over the fit's own bootstrap refits (the training runs resampled as
     the fit's interval resamples them, each refit predicting at the same x), each
     against a resample of the held-out runs' mean: the law's uncertainty and the
-    held-out seeds' noise together (with one seed, the law's alone).
+    held-out seeds' noise together (with one seed, the law's alone). A refit
+    through no more runs than the law has parameters interpolates them and gets
+    no interval (NaN bounds).
     """
     if form not in HELDOUT_FORMS:
         raise ValueError(f"form: got {form!r}, accepted values: {', '.join(HELDOUT_FORMS)}")
@@ -524,7 +527,10 @@ def heldout_prediction(
     pred = float(fit.predict(x0))
 
     low = high = np.nan
-    if n_boot > 0:
+    # A refit through as many runs as the law has parameters interpolates them:
+    # every resample that keeps its sizes is the same curve, so its interval
+    # would be a point. It gets none.
+    if n_boot > 0 and train.sum() > HELDOUT_PARAMS[form]:
         lx, ly = np.log(x[train]), np.log(y[train])
         if form == "loglog":
             slopes, intercepts = _loglog_replicates(lx, ly, n_boot, seed)
