@@ -15,9 +15,11 @@ import yaml
 def main(name: str, preset: Path, jobcomp: Path) -> None:
     grid = yaml.safe_load(Path("config/config.yaml").read_text())["grid"]
     grid.update(yaml.safe_load(preset.read_text()).get("grid", {}))
-    expected = 1
-    for key in ("tasks", "archs", "sizes", "priors", "seeds"):
-        expected *= len(grid[key])
+    expected = 0
+    for task in grid["tasks"]:  # each task's grid, or its grid.per_task sub-grid
+        own = {**grid, **(grid.get("per_task") or {}).get(task, {})}
+        expected += (len(own["archs"]) * len(own["sizes"]) * len(own["priors"])
+                     * len(own["seeds"]))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
     assert len(records) == expected, f"{len(records)} run records, expected {expected}"
     runs = pd.read_parquet(f"results/{name}/runs.parquet")
