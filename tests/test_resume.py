@@ -125,9 +125,14 @@ def test_killed_run_resumes_to_the_uninterrupted_record(kill, stage, data_dir, t
     assert saved["global_step"] == (8 if kill == "crash" else KILL_AT)
     patch.undo()
 
+    before = (out / "metrics.csv").read_text()  # written at the validation of step 8
+
     resumed = STAGES[stage](data_dir, out)
     assert resumed["steps"] == SCHEDULE["max_steps"]
     assert comparable(resumed) == comparable(uninterrupted[stage])
+    # The killed attempt's history is kept beside the resumed one's.
+    assert (out / "metrics.attempt1.csv").read_text() == before
+    assert (out / "metrics.csv").read_text() != before
 
 
 def test_checkpoint_of_another_spec_is_not_resumed(data_dir, tmp_path, uninterrupted, killed_at):

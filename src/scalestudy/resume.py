@@ -20,6 +20,9 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
   (`StudyModule.on_save_checkpoint`), so on a CPU the final record equals an
   uninterrupted run's (tests/test_resume.py). A finished run has its record and
   Snakemake never runs it again.
+- The killed attempt's `metrics.csv` is kept as `metrics.attempt<n>.csv`
+  (`keep_history`; Lightning's CSVLogger would delete it), and the resumed
+  attempt writes its own `metrics.csv` from the step it resumed at.
 
 Lightning's own SLURM path (SLURMEnvironment's auto-requeue: USR1 saves
 `hpc_ckpt_<n>.ckpt` and calls `scontrol requeue`) is off (`make_trainer` gives
@@ -78,6 +81,17 @@ def stop_on_usr1() -> None:
     """SLURM's warning signal (USR1, `--signal=USR1@<seconds>`) stops the run
     the way SIGTERM does: checkpoint at the end of the step, exit."""
     signal.signal(signal.SIGUSR1, lambda signum, frame: signal.raise_signal(signal.SIGTERM))
+
+
+def keep_history(run_dir: Path) -> Path | None:
+    """Move an earlier attempt's metrics.csv aside (metrics.attempt<n>.csv) before
+    the resumed fit starts: Lightning's CSVLogger deletes the file it finds, and
+    the killed attempt's history is part of the run."""
+    history = Path(run_dir) / "metrics.csv"
+    if not history.exists():
+        return None
+    attempt = len(list(Path(run_dir).glob("metrics.attempt*.csv"))) + 1
+    return history.replace(Path(run_dir) / f"metrics.attempt{attempt}.csv")
 
 
 def resume_point(run_dir: Path, config_hash: str) -> Path | None:

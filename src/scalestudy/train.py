@@ -409,6 +409,7 @@ def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
     resume_from = resume.resume_point(path.parent, record["config_hash"])
     if resume_from:
         print(f"resuming from {resume_from}", flush=True)
+        resume.keep_history(path.parent)
     try:
         trainer.fit(module, train, val, ckpt_path=resume_from, weights_only=True)
         metrics["train_loss"] = last_train_loss(module, trainer)
