@@ -8,7 +8,7 @@ CORES ?= 2
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test lint figures-from-cache clean slurm-test
+.PHONY: study test test-slow lint figures-from-cache clean slurm-test
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,6 +21,10 @@ study: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	python -m pytest
+
+# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~4 min).
+test-slow: $(VENV)/.installed
+	python -m pytest -m slow
 
 # The smoke study on a real SLURM scheduler started on this machine (installs
 # slurm-wlm and munge from Debian if missing; root): tools/slurm/slurm-test.sh
