@@ -22,7 +22,7 @@ study: $(VENV)/.installed
 test: $(VENV)/.installed
 	python -m pytest
 
-# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~4 min).
+# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~5 min).
 test-slow: $(VENV)/.installed
 	python -m pytest -m slow
 
