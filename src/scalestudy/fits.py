@@ -33,7 +33,7 @@ the largest size, its prediction there, that size's mean observed y and the
 relative error (pred - obs) / obs with a bootstrap interval
 (`scaling.heldout_prediction`). A law is judged there by its prediction, not by
 its residual, so the refit needs only as many sizes as the law has parameters
-(`HELDOUT_MIN_SIZES`: two for a log-log law, three for the saturating form) besides
+(`scaling.HELDOUT_PARAMS`: two for a log-log law, three for the saturating form) besides
 the one held out: a three-size study validates its log-log laws. Otherwise the
 columns are NaN and `heldout_status` says why. Torch-free.
 """
@@ -74,9 +74,6 @@ HELDOUT_COLUMNS = [
     "heldout_rel_error_low", "heldout_rel_error_high", "heldout_status",
 ]
 COLUMNS += HELDOUT_COLUMNS
-# Sizes the held-out refit needs: one per parameter of the law (the prediction,
-# not a residual, is what judges it).
-HELDOUT_MIN_SIZES = HELDOUT_PARAMS
 
 
 def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
@@ -118,9 +115,9 @@ def _row(task, arch, prior, metric, form, x_axis, cell: pd.DataFrame, fit: dict)
     }
 
 
-def _usable(runs: pd.DataFrame, y: str) -> pd.DataFrame:
+def _usable(runs: pd.DataFrame, y: str, x: str = "x") -> pd.DataFrame:
     """The runs a log-log fit of y against x can use (finite, positive)."""
-    return runs[np.isfinite(runs["x"]) & np.isfinite(runs[y]) & (runs["x"] > 0) & (runs[y] > 0)]
+    return runs[np.isfinite(runs[x]) & np.isfinite(runs[y]) & (runs[x] > 0) & (runs[y] > 0)]
 
 
 def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int):
@@ -182,14 +179,15 @@ def _no_heldout(status: str) -> dict:
 def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot: int,
              ci: float, seed: int) -> dict:
     """The held-out columns of one law of y against x fitted on the runs `good`:
-    its largest size (by parameters) among the points a fit can use is held out."""
-    usable = good[np.isfinite(good[x]) & np.isfinite(good[y]) & (good[x] > 0) & (good[y] > 0)]
+    its largest size (by parameters) among the points a fit can use is held out; the
+    refit needs one size per parameter of the law (it is judged by its prediction)."""
+    usable = _usable(good, y, x)
     order = size_order(usable)
     if not order:
         return _no_heldout("no finished runs")
     return heldout_prediction(
         good[x].to_numpy(), good[y].to_numpy(), good["size"].to_numpy(), order[-1], form=form,
-        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_MIN_SIZES[form],
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_PARAMS[form],
     ).as_dict()
 
 
