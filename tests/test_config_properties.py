@@ -92,7 +92,8 @@ def job_specs(config):
                             "trainer": config["trainer"]})))
                 stages = {needs_pretraining(p) for p in grid["priors"]} - {None}
                 schedule = {k: config["pretrain"][k] for k in
-                            ("max_steps", "batch_size", "lr", "warmup_steps", "val_every")}
+                            ("max_steps", "until", "batch_size", "lr", "warmup_steps",
+                             "val_every")}
                 for kind in stages:
                     PretrainSpec.from_dict({
                         "study": config["study"], "kind": kind,
@@ -150,7 +151,7 @@ def test_unknown_names_and_keys_say_what_is_accepted():
     config = copy.deepcopy(DEFAULT)
     config["train"]["epochs"] = 3
     with pytest.raises(ConfigError, match=r"^train: .*'epochs' was unexpected.*"
-                                          r"accepted keys: max_steps, batch_size"):
+                                          r"accepted keys: max_steps, until, batch_size"):
         validate(config, SCHEMA)
 
 
@@ -194,6 +195,13 @@ def test_memory_estimate_grows_with_size_batch_and_length():
     ({"pretrain": {"val_every": 91}}, r"^pretrain\.val_every: 91 exceeds pretrain\.max_steps"),
     ({"tasks": {"listops": {"max_length": 64}}},
      r"^tasks\.listops: its length 64 exceeds upstream\.seq_len 48"),
+    ({"train": {"until": "plateau", "max_steps": 2000}},
+     r"^train\.until: 'plateau' cannot be matched by prior scratch_matched.* accepted with "
+     r"scratch_matched: max_steps"),
+    ({"train": {"until": "plateau", "max_steps": 200}, "grid": {"priors": ["random"]}},
+     r"^train\.max_steps: 200 leaves under 5 validations \(train\.val_every 45\).* "
+     r"accepted: at least 225"),
+    ({"pretrain": {"until": "plateau"}}, r"^pretrain\.max_steps: 90 leaves under 5 validations"),
 ])
 def test_what_a_schema_cannot_say_is_checked_too(change, message):
     config = copy.deepcopy(DEFAULT)

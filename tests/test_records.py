@@ -16,6 +16,7 @@ def example_row(**changes):
         stage="scratch", status="ok", diverged_step=None, error="", norm="pre", protocol="default",
         device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
         git_rev="abc", config_hash="h", data_checksum="d", test_acc=0.5, upstream_loss=math.nan,
+        stopped_by="max_steps",
     )
     row.update(changes)
     return row
@@ -50,11 +51,25 @@ def test_bad_rows_are_refused_before_writing(tmp_path):
         records.write_record(example_row(status="done"), path)
     with pytest.raises(records.RecordError, match="unknown fields"):
         records.write_record(example_row(colour="red"), path)
+    bad_stop = "stopped_by .*'early'.* accepted values: max_steps, plateau, None"
+    with pytest.raises(records.RecordError, match=bad_stop):
+        records.write_record(example_row(stopped_by="early"), path)
     row = example_row()
     del row["test_acc"]
     with pytest.raises(records.RecordError, match="missing fields"):
         records.write_record(row, path)
     assert not path.exists()
+
+
+def test_records_written_before_added_columns_read_them_as_null(tmp_path):
+    """The committed caches predate task_data, data_checksum and stopped_by."""
+    path = tmp_path / "record.parquet"
+    records.write_record(example_row(), path)
+    old = pd.read_parquet(path).drop(columns=list(records.ADDED_COLUMNS))
+    old.to_parquet(path)
+    frame = records.read_records(path)
+    assert frame[list(records.ADDED_COLUMNS)].isna().all().all()
+    assert frame.loc[0, "arch"] == "transformer"
 
 
 def test_corrupt_and_foreign_files_are_named(tmp_path):

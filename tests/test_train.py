@@ -187,6 +187,52 @@ def test_non_finite_loss_is_recorded_as_diverged(data_dir, tmp_path):
     assert record["diverged_step"] is not None and record["diverged_step"] < 6
 
 
+def test_plateau_rule_judges_the_best_loss_over_the_last_fifth():
+    from scalestudy.plateau import plateaued
+
+    improving = [(10 * i, 2.0 - 0.1 * i) for i in range(1, 11)]  # 5% per interval
+    assert not plateaued(improving, val_every=10)
+    flat = [(10 * i, 1.0) for i in range(1, 6)]
+    assert plateaued(flat, val_every=10)
+    assert not plateaued(flat[:4], val_every=10)  # under 5 validation intervals: never
+    # At step 100 the window is steps 80-100: a best of 1.0 at step 80 (in the
+    # earlier four fifths) against 0.985 now is a 1.5% gain, a plateau; a bad
+    # last validation does not hide the best, and overfitting is no gain.
+    history = [(10 * i, 3.0 - 0.25 * i) for i in range(1, 9)] + [(90, 0.985), (100, 1.4)]
+    assert plateaued(history, val_every=10)
+    assert not plateaued(history[:-2] + [(90, 0.97), (100, 1.4)], val_every=10)  # 3%
+    assert plateaued(flat + [(60, 1.2)], val_every=10)
+    assert plateaued(flat + [(60, math.nan)], val_every=10)
+
+
+def test_a_run_until_plateau_stops_there_and_says_so(data_dir, tmp_path):
+    # A learning rate too small to learn anything: the loss is flat from the
+    # start, so the run stops at the first step the rule judges (5 x val_every).
+    frozen = spec(until="plateau", lr=1e-12, max_steps=300, val_every=3)
+    record = run(frozen, data_dir, tmp_path / "run")
+    assert (record["status"], record["stopped_by"], record["steps"]) == ("ok", "plateau", 15)
+    assert record["train_flops"] == pytest.approx(15 * record["flops_per_step"])
+    history = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    # Lightning's rows count steps from 0: the last training row is step 15's,
+    # logged (the record's train_loss), and the stop was judged on its validation.
+    assert history.dropna(subset=["train_loss"])["step"].max() == 14
+    assert 14 in set(history.dropna(subset=["val_loss"])["step"])
+    # A run the rule cannot judge before its cap ends there.
+    capped = run(spec(until="plateau"), data_dir, tmp_path / "capped")
+    assert (capped["stopped_by"], capped["steps"]) == ("max_steps", 6)
+    assert run(spec(), data_dir, tmp_path / "fixed")["stopped_by"] == "max_steps"
+
+
+def test_a_run_killed_after_its_plateau_ends_there_when_resumed(data_dir, tmp_path, capsys):
+    frozen = spec(until="plateau", lr=1e-12, max_steps=300, val_every=3)
+    first = run(frozen, data_dir, tmp_path / "run")
+    (tmp_path / "run" / "record.parquet").unlink()  # killed before its record
+    again = run(frozen, data_dir, tmp_path / "run")
+    assert "resuming from" in capsys.readouterr().out
+    assert (again["stopped_by"], again["steps"]) == ("plateau", first["steps"])
+    assert again["test_acc"] == first["test_acc"]
+
+
 def test_unknown_train_key_names_the_field():
     with pytest.raises(ValueError, match=r"train: unknown keys \['epochs'\]"):
         RunSpec.from_dict({"study": "t", "task": "listops", "arch": "transformer",

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .faults import kill_point
-from .names import STAGES, STATUSES
+from .names import STAGES, STATUSES, UNTIL
 
 SCHEMA_VERSION = 1
 
@@ -39,6 +39,9 @@ SCHEMA = pa.schema(
         ("stage", pa.string()),
         ("status", pa.string()),
         ("diverged_step", pa.int64()),  # null unless status == "diverged"
+        # "max_steps" or "plateau" (names.UNTIL); null when the fit did not end
+        # (diverged, failed) and in records written before the field.
+        ("stopped_by", pa.string()),
         ("error", pa.string()),  # the exception when status == "failed"
         ("n_params", pa.int64()),
         ("n_params_nonembed", pa.int64()),
@@ -76,9 +79,9 @@ SCHEMA = pa.schema(
 
 # Columns added after schema version 1: a record written before them
 # (the committed data/cache studies) reads with them null.
-ADDED_COLUMNS = ("task_data", "data_checksum")
+ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by")
 
-CATEGORIES = {"stage": STAGES, "status": STATUSES}
+CATEGORIES = {"stage": STAGES, "status": STATUSES, "stopped_by": (*UNTIL, None)}
 
 
 class RecordError(ValueError):
@@ -121,7 +124,7 @@ def _check(table: pa.Table, source: str) -> pa.Table:
         if bad:
             raise RecordError(
                 f"{source}: {field} {sorted(map(str, bad))} not among accepted values: "
-                f"{', '.join(accepted)}"
+                f"{', '.join(map(str, accepted))}"
             )
     return table
 

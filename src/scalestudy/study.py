@@ -113,12 +113,28 @@ def check_semantics(config: dict) -> None:
             task_configs[task] = tasks.task_config(task, config["tasks"][task])
         except (TypeError, ValueError) as err:
             raise ConfigError(str(err)) from None
-    from .priors import needs_pretraining
+    from .priors import get_prior, needs_pretraining
 
     every_prior = set(grid["priors"]).union(
         *(sub.get("priors", ()) for sub in grid.get("per_task", {}).values()))
     stages = {needs_pretraining(p) for p in every_prior} - {None}
     pretrain = config["pretrain"]
+    for prior in sorted(every_prior):
+        try:
+            get_prior(prior).check_until(train["until"])
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    from .plateau import PLATEAU_MIN_VALIDATIONS
+
+    for section, schedule in (("train", train), ("pretrain", pretrain if stages else None)):
+        if schedule and schedule["until"] == "plateau" and (
+                schedule["max_steps"] < PLATEAU_MIN_VALIDATIONS * schedule["val_every"]):
+            raise ConfigError(
+                f"{section}.max_steps: {schedule['max_steps']} leaves under "
+                f"{PLATEAU_MIN_VALIDATIONS} validations ({section}.val_every "
+                f"{schedule['val_every']}) to find a plateau in ({section}.until: plateau); "
+                f"accepted: at least {PLATEAU_MIN_VALIDATIONS * schedule['val_every']}"
+            )
     if stages and pretrain["val_every"] > pretrain["max_steps"]:
         raise ConfigError(
             f"pretrain.val_every: {pretrain['val_every']} exceeds pretrain.max_steps "

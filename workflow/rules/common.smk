@@ -172,7 +172,7 @@ def train_inputs(wildcards):
     return inputs
 
 
-SCHEDULE_KEYS = ("max_steps", "batch_size", "lr", "warmup_steps", "val_every")
+SCHEDULE_KEYS = ("max_steps", "until", "batch_size", "lr", "warmup_steps", "val_every")
 
 
 def pretrain_spec(wildcards, kind):

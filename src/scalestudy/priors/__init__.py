@@ -87,6 +87,9 @@ class Prior:
         """The schedule lengthened to the compute this prior must match."""
         return cfg
 
+    def check_until(self, until: str) -> None:
+        """Raises ValueError when this prior cannot follow train.until."""
+
 
 @dataclass(frozen=True)
 class TFixup(Prior):
@@ -135,8 +138,18 @@ class ComputeMatched(Prior):
     def match_compute(self, cfg, step_flops, pretrain_record):
         # As many FLOPs as the matched prior's pretraining plus its finetuning
         # (the same model and schedule as this run's, so the same step cost).
+        self.check_until(cfg.until)
         extra = math.ceil(float(pretrain_record["train_flops"]) / step_flops)
         return dataclasses.replace(cfg, max_steps=cfg.max_steps + extra)
+
+    def check_until(self, until):
+        # A run stopped at its plateau has no budget fixed in advance to match.
+        if until != "max_steps":
+            raise ValueError(
+                f"train.until: {until!r} cannot be matched by prior {self.name}, which trains "
+                f"for the fixed budget of {self.matched_to}'s pretraining plus finetuning; "
+                f"accepted with {self.name}: max_steps (or drop {self.name} from the grid)"
+            )
 
 
 PRIORS: dict[str, Prior] = {
