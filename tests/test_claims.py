@@ -264,3 +264,17 @@ def test_mean_difference_interval(n_boot):
         assert np.isnan(d["low"]) and d["status"].startswith("no interval")
     assert claims.mean_difference([0.5], [0.3], n_boot=n_boot)["status"].startswith(
         "no interval")
+
+
+def test_runs_section_names_the_runs_that_stopped_at_their_cap_not_their_plateau():
+    study = runs(lambda *_: 0.4).assign(steps=500, stopped_by="plateau", diverged_step=None,
+                                        error="")
+    study.loc[3, ["stopped_by", "steps"]] = ("max_steps", 2000)
+    text = "\n".join(claims.runs_markdown(study))
+    assert "5 of 6 ok runs stopped at their validation loss's plateau" in text
+    assert "1 reached their max_steps cap first and may not have converged:" in text
+    row = study.loc[3]
+    assert f"| {row['arch']} | {row['size']} | {row['prior']} | {row['seed']} | 2000 |" in text
+    # A study whose runs all trained max_steps says nothing of plateaus.
+    fixed = "\n".join(claims.runs_markdown(study.assign(stopped_by="max_steps")))
+    assert "plateau" not in fixed and "6 ok" in fixed

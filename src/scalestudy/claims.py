@@ -904,6 +904,22 @@ def runs_markdown(runs: pd.DataFrame) -> list[str]:
         table = bad[["stage", "task", "arch", "size", "prior", "seed", "status"]].assign(
             detail=detail.str.slice(0, 120))
         out += [markdown(table), ""]
+    return out + _plateau_markdown(runs[runs["status"] == "ok"])
+
+
+def _plateau_markdown(ok: pd.DataFrame) -> list[str]:
+    """Under train.until: plateau, how many runs reached their plateau, and
+    each one that stopped at its max_steps cap instead (it may not have
+    converged). Nothing for a study whose runs all trained max_steps."""
+    stopped = ok["stopped_by"] if "stopped_by" in ok else pd.Series(dtype=object)
+    if not (stopped == "plateau").any():
+        return []
+    capped = ok[stopped == "max_steps"]
+    out = [f"{int((stopped == 'plateau').sum())} of {len(ok)} ok runs stopped at their "
+           f"validation loss's plateau (`until: plateau`); {len(capped)} reached their "
+           "max_steps cap first and may not have converged" + (":" if len(capped) else "."), ""]
+    if len(capped):
+        out += [markdown(capped[["stage", "task", "arch", "size", "prior", "seed", "steps"]]), ""]
     return out
 
 

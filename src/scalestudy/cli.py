@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -118,7 +119,7 @@ def cmd_plot(args) -> None:
     from .plots import plot_all
 
     runs, fits = _read(args)
-    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks):
+    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks, workers=args.workers):
         print(f"wrote {path}")
 
 
@@ -155,7 +156,7 @@ def cmd_analyse(args) -> None:
                      n_boot_saturating=args.n_boot_saturating)
     write_fits(fits, out / "fits.parquet")
     paths = [out / "fits.parquet"]
-    paths += plot_all(runs, fits, out / "figures")
+    paths += plot_all(runs, fits, out / "figures", workers=args.workers)
     paths += write_tables(runs, fits, out / "tables")
     checks = write_claims(runs, fits, out / "claims.md", n_boot=args.n_boot, ci=args.ci,
                           seed=args.seed)
@@ -187,6 +188,16 @@ def _fit_options(p) -> None:
     p.add_argument("--ci", type=float, default=0.95,
                    help="coverage of the bootstrap confidence intervals")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _workers_option(p) -> None:
+    p.add_argument("--workers", type=int, default=_usable_cpus(),
+                   help="figures drawn at a time, each in its own process (default: the CPUs "
+                   "this process may use)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -262,6 +273,7 @@ def parser() -> argparse.ArgumentParser:
                    help="directory for the figures (PNG and PDF)")
     p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
                    "tasks in the runs)")
+    _workers_option(p)
     p.set_defaults(func=cmd_plot)
 
     p = command("tables", "alpha and LRA-style accuracy tables (CSV, Markdown)")
@@ -290,6 +302,7 @@ def parser() -> argparse.ArgumentParser:
     _fit_options(p)
     p.add_argument("--n-boot-saturating", type=int, default=100,
                    help="bootstrap resamples of each saturating fit (each is a refit)")
+    _workers_option(p)
     p.set_defaults(func=cmd_analyse)
     return top
 

@@ -54,9 +54,11 @@ rule figures:
         out_dir=lambda wc, output: os.path.dirname(output.index),
     log:
         f"{OUT}/logs/figures.log",
+    # The figures are drawn side by side, one process each (scalestudy plot --workers).
+    threads: 2
     shell:
         "scalestudy plot {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
-        " --tasks {params.tasks:q} > {log:q} 2>&1"
+        " --tasks {params.tasks:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule tables:
