@@ -54,7 +54,8 @@ def _record(**values) -> dict:
         else:
             row[field.name] = np.nan
     row.update(schema_version=SCHEMA_VERSION, study="synthetic", status="ok", norm="pre",
-               diverged_step=None, error=None, protocol="default", batch_size=32, seq_len=128)
+               diverged_step=None, error=None, protocol="default", batch_size=32, seq_len=128,
+               stopped_by="max_steps")
     row.update(values)
     return row
 
@@ -440,6 +441,19 @@ def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp
                                           ["xxs", "xs", "s"],
                                           ["random", "spt", "upstream", "scratch_matched"])
     assert declared["accuracy_vs_size_text"] == "accuracy_vs_size"
+
+
+def test_figures_drawn_in_parallel_processes_are_the_ones_drawn_in_turn(study, tmp_path):
+    runs, fits = study
+    runs = runs[runs["task"] == "listops"]
+    one = plots.plot_all(runs, fits, tmp_path / "one")
+    two = plots.plot_all(runs, fits, tmp_path / "two", workers=2)
+    assert [p.name for p in two] == [p.name for p in one] and len(one) > 10
+    assert {n: (e.drawn, e.reason, e.notes) for n, e in two.entries.items()} == {
+        n: (e.drawn, e.reason, e.notes) for n, e in one.entries.items()}
+    for path in one:
+        if path.suffix in (".csv", ".md"):  # the images differ in their timestamps
+            assert (tmp_path / "two" / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_path):
@@ -1084,7 +1098,7 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup"]
+CACHED_STUDIES = ["workstation", "deep_fixup", "converged"]
 
 
 def test_every_cached_study_is_named_here():
@@ -1112,6 +1126,24 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
         pretrained = runs[runs["stage"] == stage]
         assert set(pretrained[["arch", "size"]].itertuples(index=False, name=None)) == set(
             itertools.product(grid["archs"], grid["sizes"]))
+
+
+def test_the_converged_cache_trained_every_run_until_its_plateau_or_its_cap():
+    preset = yaml.safe_load((ROOT / "config/studies/converged.yaml").read_text())
+    runs = read_records(ROOT / "data" / "cache" / "converged.parquet")
+    assert (runs["status"] == "ok").all()
+    for stage, section in (("scratch", "train"), ("finetune", "train"), ("spt", "pretrain"),
+                           ("upstream", "pretrain")):
+        schedule, stopped = preset[section], runs[runs["stage"] == stage]
+        assert schedule["until"] == "plateau" and len(stopped)
+        at_plateau = stopped[stopped["stopped_by"] == "plateau"]
+        # Judged from the fifth validation on, at validations only, under the cap.
+        assert (at_plateau["steps"] >= 5 * schedule["val_every"]).all()
+        assert (at_plateau["steps"] % schedule["val_every"] == 0).all()
+        assert (at_plateau["steps"] <= schedule["max_steps"]).all()
+        capped = stopped[stopped["stopped_by"] == "max_steps"]
+        assert (capped["steps"] == schedule["max_steps"]).all()
+        assert (stopped["train_flops"] == stopped["steps"] * stopped["flops_per_step"]).all()
 
 
 def test_the_workstation_cache_has_every_architecture_and_prior_at_four_sizes():

@@ -110,6 +110,7 @@ X_LABELS = {
     "params": "non-embedding parameters",
     "flops_per_token": "FLOPs per token",
 }
+X_TITLES = {"compute": "compute", "params": "model size", "flops_per_token": "FLOPs per token"}
 # Fitted lines carry the pointwise percentile band of this many bootstrap replicates,
 # drawn as the fit's own interval draws them (scaling._loglog_replicates, seed 0).
 BAND_BOOT = 1000
@@ -741,7 +742,7 @@ def plot_upstream_loss_vs_compute(runs, fits, out_dir, x_axis=None) -> Drawn:
     key = [Line2D([], [], color=NEUTRAL, label="log-log fit")]
     if saturating:
         key.append(Line2D([], [], color=NEUTRAL, linestyle="--", label="saturating fit"))
-    _title(fig, "Upstream loss (held-out masked-token NLL) against compute",
+    _title(fig, f"Upstream loss (held-out masked-token NLL) against {X_TITLES[x_axis]}",
            f"{_spread_note(pd.concat(spread))}; {_band_note(fits)}; "
            "exponents with their 95% bootstrap interval")
     _arch_legends(fig, [overlay], key)
@@ -778,7 +779,7 @@ def plot_error_vs_compute(runs, fits, out_dir, x_axis=None, tasks=None) -> Drawn
     stats_all = over_seeds(ok, ["task", "prior", "arch", "size"], "error")
     panel, gaps, (left, right, bottom) = (2.1, 1.35), (0.2, 0.12), (0.95, 0.2, 0.6)
     width = left + right + len(cols) * panel[0] + (len(cols) - 1) * gaps[0]
-    title = _title_text(width, "Downstream error against compute",
+    title = _title_text(width, f"Downstream error against {X_TITLES[x_axis]}",
                         f"{_spread_note(stats_all)}; line: log-log fit, {_band_note(fits)}; "
                         "αD with its 95% bootstrap interval", notes)
     top = 0.15 + 0.17 * (title.count("\n") + 1) + 0.3
