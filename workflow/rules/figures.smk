@@ -58,7 +58,7 @@ rule figures:
     threads: 2
     shell:
         "scalestudy plot {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
-        " --tasks {params.tasks:q} --workers {threads} > {log:q} 2>&1"
+        " --tasks {params.tasks:q} --workers {threads:q} > {log:q} 2>&1"
 
 
 rule tables:
