@@ -21,6 +21,7 @@ every coefficient is NaN, never a number.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 MIN_SIZES = 3
 
@@ -340,6 +341,13 @@ class _HuberPowerLaw:
         return min(runs, key=lambda res: res.fun)
 
 
+@functools.cache
+def _blas_pools() -> ThreadpoolController:
+    # Finding the loaded BLAS libraries reads /proc/self/maps: ~5 ms, once per
+    # process instead of once per polish (6 s of a 13-architecture study's fits).
+    return ThreadpoolController()
+
+
 def _one_blas_thread():
     """Limit BLAS to one thread while L-BFGS-B runs.
 
@@ -347,7 +355,7 @@ def _one_blas_thread():
     OpenBLAS makes that ~20x slower on a busy 2-core machine (measured here; scipy
     issue #22438).
     """
-    return threadpool_limits(limits=1, user_api="blas")
+    return _blas_pools().limit(limits=1, user_api="blas")
 
 
 def _grid(*axes: Sequence[float]) -> np.ndarray:
