@@ -912,10 +912,11 @@ def _plateau_markdown(ok: pd.DataFrame) -> list[str]:
     each one that stopped at its max_steps cap instead (it may not have
     converged). Nothing for a study whose runs all trained max_steps."""
     stopped = ok["stopped_by"] if "stopped_by" in ok else pd.Series(dtype=object)
-    if not (stopped == "plateau").any():
+    at_plateau = int((stopped == "plateau").sum())
+    if not at_plateau:
         return []
     capped = ok[stopped == "max_steps"]
-    out = [f"{int((stopped == 'plateau').sum())} of {len(ok)} ok runs stopped at their "
+    out = [f"{at_plateau} of {len(ok)} ok runs stopped at their "
            f"validation loss's plateau (`until: plateau`); {len(capped)} reached their "
            "max_steps cap first and may not have converged" + (":" if len(capped) else "."), ""]
     if len(capped):

@@ -282,7 +282,8 @@ class Plateau(Callback):
         self.reached = False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        trainer.should_stop = self.reached
+        if self.reached:  # restored from a checkpoint written at the plateau
+            trainer.should_stop = True
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.state.fn != "fit":
@@ -472,8 +473,7 @@ def fit_and_record(module: StudyModule, trainer: L.Trainer, train, val,
     tokens = int(trainer.strategy.reduce(torch.tensor(module.tokens_seen), reduce_op="sum"))
     record.update(
         status=status, error=error, diverged_step=module.diverged_step, stopped_by=stop,
-        steps=steps,
-        tokens_seen=tokens, train_flops=record["flops_per_step"] * steps,
+        steps=steps, tokens_seen=tokens, train_flops=record["flops_per_step"] * steps,
         wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
         device=str(trainer.strategy.root_device),
         **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
