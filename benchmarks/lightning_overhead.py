@@ -71,9 +71,12 @@ class PlainLoop:
     AdamW, schedule) and the loss kept every LOG_EVERY steps."""
 
     def __init__(self, model: Classifier, data, cfg: TrainConfig,
-                 forward_context: Callable[[], ContextManager] = nullcontext):
+                 forward_context: Callable[[], ContextManager] = nullcontext,
+                 optimizer_options: dict | None = None):
         conf = model.configure_optimizers()
         self.optimizer, self.schedule = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
+        for group in self.optimizer.param_groups:  # e.g. another AdamW kernel
+            group.update(optimizer_options or {})
         self.model, self.cfg, self.forward_context = model.train(), cfg, forward_context
         self.batches, self.steps, self.tokens_seen, self.history = iter(data), 0, 0, []
 
@@ -96,10 +99,12 @@ class PlainLoop:
 
 
 def plain_loop(model: Classifier, data, cfg: TrainConfig, warmup: int, steps: int, clock,
-               forward_context: Callable[[], ContextManager] = nullcontext) -> list[float]:
+               forward_context: Callable[[], ContextManager] = nullcontext,
+               optimizer_options: dict | None = None) -> list[float]:
     """Seconds of each of `steps` plain steps after `warmup` ones; `forward_context`
-    wraps the forward pass and loss (e.g. autocast)."""
-    loop = PlainLoop(model, data, cfg, forward_context)
+    wraps the forward pass and loss (e.g. autocast), `optimizer_options` replace
+    those of the study's AdamW (e.g. its kernel)."""
+    loop = PlainLoop(model, data, cfg, forward_context, optimizer_options)
     for _ in range(warmup):
         loop.step()
     seconds = []

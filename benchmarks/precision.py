@@ -13,7 +13,10 @@ gradient clipping, deterministic algorithms as `make_trainer` sets them):
   (first step, wall time) is reported apart;
 - sdpa-math, sdpa-flash: fp32 with `F.scaled_dot_product_attention` held to one
   backend by `torch.nn.attention.sdpa_kernel` (the unfused math path, or the
-  fused CPU flash kernel that torch picks by itself on a CPU).
+  fused CPU flash kernel that torch picks by itself on a CPU);
+- adamw-loop, adamw-foreach: fp32 with AdamW's other kernels in place of the
+  fused one the study uses on a CPU (`train.fused_adamw`): the Python loop over
+  the parameters (torch's CPU default), and the multi-tensor (foreach) one.
 
 Speed-up = median over interleaved rounds of fp32 time / variant time (> 1 is
 faster). Writes its section of docs/benchmarks.md.
@@ -49,7 +52,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from scalestudy.train import TrainConfig, loader
 
-VARIANTS = ("fp32", "bf16-mixed", "compile", "sdpa-math", "sdpa-flash")
+VARIANTS = ("fp32", "bf16-mixed", "compile", "sdpa-math", "sdpa-flash", "adamw-loop",
+            "adamw-foreach")
+# AdamW's kernel per variant; the others keep the study's (fused on a CPU).
+OPTIMIZER_OPTIONS = {"adamw-loop": {"fused": False, "foreach": False},
+                     "adamw-foreach": {"fused": False, "foreach": True}}
 
 
 def first_step(size: str, cfg: TrainConfig, data, clock):
@@ -86,7 +93,8 @@ def contender(variant: str, size: str, args, clock) -> tuple[Callable[[], list[f
 
     def run() -> list[float]:
         # sdpa_kernel picks the forward's kernel, and the backward follows it.
-        return plain_loop(model, data, cfg, 1, args.steps, clock, context)
+        return plain_loop(model, data, cfg, 1, args.steps, clock, context,
+                          OPTIMIZER_OPTIONS.get(variant))
 
     return run, compile_seconds
 

@@ -1,5 +1,6 @@
 """One training cell end to end: a valid record, counted FLOPs, determinism."""
 
+import copy
 import math
 
 import pandas as pd
@@ -162,6 +163,34 @@ def test_s4_state_space_parameters_have_their_own_group():
     other = build_backbone("transformer", "xxs", 17, 16)
     single = Classifier(other, ClassifierHead(other, 3), cfg, 3).configure_optimizers()
     assert len(single["optimizer"].param_groups) == 1
+
+
+def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
+    """The fused kernel where every parameter is on a CPU; elsewhere torch's own
+    default (None), which Lightning's 16-mixed clipping accepts. The fused step
+    is AdamW's: it matches the per-parameter loop to rounding."""
+    from scalestudy.models import build_backbone
+    from scalestudy.models.heads import ClassifierHead
+    from scalestudy.train import Classifier, TrainConfig, fused_adamw
+
+    meta = [{"params": [torch.nn.Parameter(torch.empty(2, device="meta"))]}]
+    assert fused_adamw(meta) is None
+    torch.manual_seed(0)
+    backbone = build_backbone("transformer", "xxs", 17, 16)
+    fused = Classifier(backbone, ClassifierHead(backbone, 3), TrainConfig(), 3)
+    loop = Classifier(*copy.deepcopy((fused.backbone, fused.head)), TrainConfig(), 3)
+    optimizers = [m.configure_optimizers()["optimizer"] for m in (fused, loop)]
+    assert [o.param_groups[0]["fused"] for o in optimizers] == [True, True]
+    optimizers[1].param_groups[0].update(fused=False, foreach=False)
+    tokens, labels = torch.randint(1, 17, (4, 16)), torch.tensor([0, 1, 2, 0])
+    for model, optimizer in zip((fused, loop), optimizers, strict=True):
+        for _ in range(3):
+            loss, _ = model.training_loss((tokens, labels))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    for a, b in zip(fused.parameters(), loop.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_a_crash_during_training_is_recorded_as_failed(data_dir, tmp_path, monkeypatch):
