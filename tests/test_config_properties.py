@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from scalestudy import names
 from scalestudy.pretrain import PretrainSpec
 from scalestudy.priors import needs_pretraining
-from scalestudy.study import GIB, ConfigError, training_memory, validate
+from scalestudy.study import GIB, ConfigError, task_grid, training_memory, validate
 from scalestudy.tasks import task_config, upstream
 from scalestudy.train import RunSpec
 
@@ -152,6 +152,24 @@ def test_unknown_names_and_keys_say_what_is_accepted():
     config["train"]["epochs"] = 3
     with pytest.raises(ConfigError, match=r"^train: .*'epochs' was unexpected.*"
                                           r"accepted keys: max_steps, until, batch_size"):
+        validate(config, SCHEMA)
+
+
+def test_a_task_sub_grid_stays_inside_the_grid():
+    """grid.per_task: a task of the grid, values of the grid's; task_grid then
+    gives the sub-grid's values where it states them and the grid's elsewhere."""
+    config = copy.deepcopy(DEFAULT)
+    config["grid"]["per_task"] = {"listops": {"sizes": ["xxs"], "seeds": [0]}}
+    validate(config, SCHEMA)
+    assert task_grid(config["grid"], "listops") == {
+        "archs": DEFAULT["grid"]["archs"], "sizes": ["xxs"],
+        "priors": DEFAULT["grid"]["priors"], "seeds": [0]}
+    config["grid"]["per_task"] = {"listops": {"sizes": ["xxs", "m"]}}
+    with pytest.raises(ConfigError, match=r"^grid\.per_task\.listops\.sizes: \['m'\] not in "
+                                          r"grid\.sizes .*takes values of the grid"):
+        validate(config, SCHEMA)
+    config["grid"]["per_task"] = {"text": {"sizes": ["xxs"]}}
+    with pytest.raises(ConfigError, match=r"^grid\.per_task: text not in grid\.tasks"):
         validate(config, SCHEMA)
 
 

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from scalestudy.study import task_grid
 from scalestudy.tasks import LRA_ARCHIVE, TASK_TABLE, MissingRelease, check_releases, task_config
 from scalestudy.tasks.listops import split_files
 
@@ -93,7 +94,7 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     train = spt = 0
     upstream = set()
     for task in grid["tasks"]:
-        sub = {**grid, **grid.get("per_task", {}).get(task, {})}
+        sub = task_grid(grid, task)
         stages = {needs_pretraining(prior) for prior in sub["priors"]}
         cells = len(sub["archs"]) * len(sub["sizes"])
         train += cells * len(sub["priors"]) * len(sub["seeds"])

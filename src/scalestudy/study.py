@@ -7,9 +7,10 @@ then every job's spec parses. It checks, in order:
 
 - the JSON schema (config/schema.yaml): types, ranges, accepted names, no
   unknown or missing key, grids neither empty nor with a value twice;
-- what a schema cannot say: a causal funnel, a ListOps length window with no
-  length in it, a pretraining stage that never validates (so has no best
-  checkpoint), a task longer than the upstream backbone it finetunes;
+- what a schema cannot say: a grid.per_task sub-grid outside the grid, a
+  causal funnel, a ListOps length window with no length in it, a pretraining
+  stage that never validates (so has no best checkpoint), a task longer than
+  the upstream backbone it finetunes;
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`training_memory`).
 
@@ -91,11 +92,38 @@ def check_schema(config, schema_path: Path | str = SCHEMA_PATH) -> None:
         raise _schema_error(error) from None
 
 
+GRID_KEYS = ("archs", "sizes", "priors", "seeds")
+
+
+def task_grid(grid: dict, task: str) -> dict[str, list]:
+    """One task's grid (archs, sizes, priors, seeds): the study's, or what its
+    grid.per_task sub-grid states instead. The one place a cell list is made
+    from: the workflow's targets, the config checks, the tests, slurm-test."""
+    own = (grid.get("per_task") or {}).get(task, {})
+    return {key: own.get(key, grid[key]) for key in GRID_KEYS}
+
+
+def check_per_task(grid: dict) -> None:
+    """A sub-grid is of a task of the grid, and takes values of the grid's."""
+    per_task = grid.get("per_task") or {}
+    stray = sorted(set(per_task) - set(grid["tasks"]))
+    if stray:
+        raise ConfigError(f"grid.per_task: {', '.join(stray)} not in grid.tasks "
+                          f"({grid['tasks']}); accepted: tasks of the grid")
+    for task, own in per_task.items():
+        for key, values in own.items():
+            outside = [v for v in values if v not in grid[key]]
+            if outside:
+                raise ConfigError(f"grid.per_task.{task}.{key}: {outside} not in grid.{key} "
+                                  f"({grid[key]}); a task's sub-grid takes values of the grid")
+
+
 def check_semantics(config: dict) -> None:
     """The checks a JSON schema cannot express (config already schema-valid)."""
     from .priors import forces_causal
 
     grid, train = config["grid"], config["train"]
+    check_per_task(grid)
     causal_priors = [p for p in grid["priors"] if forces_causal(p)]
     if train["causal"] or causal_priors:
         no_causal = [arch for arch in grid["archs"] if arch in NON_CAUSAL]
@@ -115,8 +143,7 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(str(err)) from None
     from .priors import get_prior, needs_pretraining
 
-    every_prior = set(grid["priors"]).union(
-        *(sub.get("priors", ()) for sub in grid.get("per_task", {}).values()))
+    every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
     stages = {needs_pretraining(p) for p in every_prior} - {None}
     pretrain = config["pretrain"]
     for prior in sorted(every_prior):
@@ -144,8 +171,7 @@ def check_semantics(config: dict) -> None:
     if "upstream" in stages:
         seq_len = config["upstream"]["seq_len"]
         for task, cfg in task_configs.items():
-            # A task's sub-grid (grid.per_task) replaces the grid's priors for it.
-            priors = grid.get("per_task", {}).get(task, {}).get("priors", grid["priors"])
+            priors = task_grid(grid, task)["priors"]
             if "upstream" in {needs_pretraining(p) for p in priors} and cfg.seq_len > seq_len:
                 raise ConfigError(
                     f"tasks.{task}: its length {cfg.seq_len} exceeds upstream.seq_len {seq_len}, "

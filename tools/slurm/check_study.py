@@ -11,13 +11,15 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from scalestudy.study import task_grid
+
 
 def main(name: str, preset: Path, jobcomp: Path) -> None:
     grid = yaml.safe_load(Path("config/config.yaml").read_text())["grid"]
     grid.update(yaml.safe_load(preset.read_text()).get("grid", {}))
     expected = 0
-    for task in grid["tasks"]:  # each task's grid, or its grid.per_task sub-grid
-        own = {**grid, **(grid.get("per_task") or {}).get(task, {})}
+    for task in grid["tasks"]:
+        own = task_grid(grid, task)
         expected += (len(own["archs"]) * len(own["sizes"]) * len(own["priors"])
                      * len(own["seeds"]))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))

@@ -11,6 +11,7 @@ from snakemake.settings.types import DeploymentMethod
 from scalestudy.locks import claim, clear_stale
 from scalestudy.priors import SELF_PRETRAINING, needs_pretraining
 from scalestudy.study import machine_memory, trains_in_host_memory, validate
+from scalestudy.study import task_grid as study_task_grid
 from scalestudy.tasks import check_releases
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
@@ -84,19 +85,9 @@ DIMENSIONS = {"arch": "archs", "size": "sizes", "prior": "priors", "seed": "seed
 
 
 def task_grid(task):
-    """One task's grid: the study's, or its grid.per_task sub-grid."""
-    own = GRID["per_task"].get(task, {})
-    for key, values in own.items():
-        outside = [v for v in values if v not in GRID[key]]
-        if outside:
-            raise ValueError(f"grid.per_task.{task}.{key}: {outside} not in grid.{key} "
-                             f"({GRID[key]}); a task's sub-grid takes values of the grid")
-    return {wildcard: own.get(key, GRID[key]) for wildcard, key in DIMENSIONS.items()}
-
-
-stray = sorted(set(GRID["per_task"]) - set(GRID["tasks"]))
-if stray:
-    raise ValueError(f"grid.per_task: {', '.join(stray)} not in grid.tasks ({GRID['tasks']})")
+    """One task's grid by wildcard: the study's, or its grid.per_task sub-grid."""
+    own = study_task_grid(GRID, task)
+    return {wildcard: own[key] for wildcard, key in DIMENSIONS.items()}
 
 
 def one_of(names):
