@@ -21,7 +21,9 @@ step to the start of the next batch (data loading, hooks, logging and callbacks
 included), a plain step from its batch fetch to its schedule step. Reports
 ms/step (median step), the median over pairs of lightning/plain (target <=
 1.05) and of lightning - plain, and each fit's fixed cost outside its steps.
-Writes its section of docs/benchmarks.md.
+A third contender, Lightning Fabric's wrappers without the Trainer
+(`FabricLoop`), alternates step by step with a plain loop of its own: what a
+Fabric-based training loop would cost. Writes its section of docs/benchmarks.md.
 
     python benchmarks/lightning_overhead.py --sizes xs s m --seq-lens 48 128
 """
@@ -90,12 +92,53 @@ class PlainLoop:
         self.tokens_seen += int((batch[0] != model.pad_id).sum())
         if self.steps % LOG_EVERY == 0:
             self.history.append(float(loss))
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), self.cfg.grad_clip)
+        self.backward(total)
+        self.clip()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.schedule.step()
         self.steps += 1
+
+    def backward(self, total: torch.Tensor) -> None:
+        total.backward()
+
+    def clip(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+
+
+class FabricLoop(PlainLoop):
+    """The same step through Lightning Fabric, as a Fabric-based train.py would
+    run it: model and optimiser from `fabric.setup`, batches from
+    `fabric.setup_dataloaders`, `fabric.backward` and `fabric.clip_gradients`.
+    What Lightning's wrappers cost without the Trainer's loop and hooks."""
+
+    def __init__(self, model: Classifier, data, cfg: TrainConfig, fabric: L.Fabric):
+        super().__init__(model, data, cfg)
+        self.fabric = fabric
+        self.model, self.optimizer = fabric.setup(model, self.optimizer)
+        self.model.mark_forward_method("training_loss")
+        self.batches = iter(fabric.setup_dataloaders(data))
+
+    def backward(self, total: torch.Tensor) -> None:
+        self.fabric.backward(total)
+
+    def clip(self) -> None:
+        self.fabric.clip_gradients(self.model, self.optimizer, max_norm=self.cfg.grad_clip)
+
+
+def fabric_side_by_side(fabric_model: Classifier, plain_model: Classifier, data,
+                        cfg: TrainConfig, steps: int, clock) -> tuple[list, list]:
+    """`steps` pairs of a plain step and a Fabric step, alternating: the seconds
+    of each (step k of each aligned)."""
+    fabric = L.Fabric(accelerator="cpu", devices=1, precision="32-true")
+    loops = PlainLoop(plain_model, data, cfg), FabricLoop(fabric_model, data, cfg, fabric)
+    seconds = [], []
+    for _ in range(steps):
+        for loop, kept in zip(loops, seconds, strict=True):
+            start = clock()
+            loop.step()
+            kept.append(clock() - start)
+    return seconds
 
 
 def plain_loop(model: Classifier, data, cfg: TrainConfig, warmup: int, steps: int, clock,
@@ -173,6 +216,13 @@ def measure(size: str, seq_len: int, batch: int, args, clock) -> dict:
         lightning += light[args.warmup:]
         plain += base[args.warmup:]
         fixed.append(rest)
+    fabric_plain, fabric = [], []
+    fabric_model = classifier(size, seq_len, cfg)
+    for _ in range(args.rounds):
+        base, wrapped = fabric_side_by_side(fabric_model, plain_model, train, cfg, total - 1,
+                                            clock)
+        fabric_plain += base[args.warmup:]
+        fabric += wrapped[args.warmup:]
     row = {
         "size": size, "seq_len": seq_len, "batch": batch, "fixed": statistics.median(fixed),
         "plain": 1e3 * statistics.median(plain), "lightning": 1e3 * statistics.median(lightning),
@@ -181,6 +231,11 @@ def measure(size: str, seq_len: int, batch: int, args, clock) -> dict:
         "ratio": statistics.median(a / b for a, b in zip(lightning, plain, strict=True)),
         "mean_ratio": sum(lightning) / sum(plain),
         "extra": 1e3 * statistics.median(a - b for a, b in zip(lightning, plain, strict=True)),
+        "fabric": 1e3 * statistics.median(fabric),
+        "fabric_ratio": statistics.median(a / b for a, b in zip(fabric, fabric_plain,
+                                                                strict=True)),
+        "fabric_extra": 1e3 * statistics.median(a - b for a, b in zip(fabric, fabric_plain,
+                                                                      strict=True)),
     }
     print(row, flush=True)
     return row
@@ -225,18 +280,23 @@ def main() -> None:
         "bursts of other jobs. The last row (xxs, T=8, batch 2) has next to no "
         "arithmetic: its added ms is Lightning's fixed cost per step. Fit fixed s: a fit's "
         "cost outside its steps (make_trainer and set-up; the validation, last.ckpt and "
-        "teardown at the end), median over fits.",
+        "teardown at the end), median over fits. Fabric: the same step through Lightning "
+        "Fabric's wrappers without the Trainer (`FabricLoop`), alternating step by step "
+        f"with a plain loop in {args.rounds} rounds of {args.warmup} + {args.steps} steps; "
+        "its added ms and fabric/plain are medians over those pairs.",
         "",
         "| size | T | batch | plain ms/step | lightning ms/step | added ms | lightning/plain "
-        "| ratio of means | target met | fit fixed s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| ratio of means | target met | fit fixed s | fabric ms/step | fabric added ms "
+        "| fabric/plain |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['size']} | {r['seq_len']} | {r['batch']} | {r['plain']:.1f} "
             f"({r['plain_mean']:.1f}) | {r['lightning']:.1f} ({r['lightning_mean']:.1f}) | "
             f"{r['extra']:.2f} | {r['ratio']:.3f} | {r['mean_ratio']:.3f} | "
-            f"{'yes' if r['ratio'] <= 1.05 else 'no'} | {r['fixed']:.2f} |"
+            f"{'yes' if r['ratio'] <= 1.05 else 'no'} | {r['fixed']:.2f} | "
+            f"{r['fabric']:.1f} | {r['fabric_extra']:.2f} | {r['fabric_ratio']:.3f} |"
         )
     text = "\n".join(lines)
     write_section(args.out, "lightning_overhead", text)
