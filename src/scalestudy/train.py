@@ -129,8 +129,8 @@ def warmup_cosine(warmup: int, total: int):
 
 def fused_adamw(groups: list[dict]) -> bool | None:
     """AdamW's kernel: torch's fused one on a CPU, where torch's default is a
-    Python loop over the parameters (the optimiser step 2-3x faster at the
-    CPU sizes: docs/benchmarks.md, precision); torch's own choice elsewhere
+    Python loop over the parameters (clipping + update about 2x faster, the
+    whole step 1.15-1.37x at xxs-m: docs/benchmarks.md); torch's own choice elsewhere
     (foreach on a GPU), where Lightning's 16-mixed gradient clipping refuses
     an optimiser that unscales its gradients itself, as a fused one does."""
     on_cpu = all(p.device.type == "cpu" for group in groups for p in group["params"])
