@@ -3,12 +3,12 @@ transformer classifier under each, side by side in one run.
 
 The model, data and loop are those of benchmarks/lightning_overhead.py's plain
 loop (`Classifier`, random ListOps-like padded batches, AdamW + warm-up/cosine,
-gradient clipping, deterministic algorithms as `make_trainer` sets them):
+gradient clipping, deterministic algorithms as `loop.make_fabric` sets them):
 
 - fp32: as the study trains by default (`precision: 32-true`);
 - bf16-mixed: Lightning's own `MixedPrecision("bf16-mixed")` plugin wraps the
   forward pass and loss (autocast to bfloat16; weights, gradients and AdamW
-  stay fp32), as `Trainer(precision="bf16-mixed")` does;
+  stay fp32), as a run with `trainer.precision: bf16-mixed` does (Fabric, same plugin);
 - compile: `torch.compile(backbone)`, default mode; its one-off compilation
   (first step, wall time) is reported apart;
 - sdpa-math, sdpa-flash: fp32 with `F.scaled_dot_product_attention` held to one
@@ -46,7 +46,7 @@ from benchlib import (
     step_median,
     write_section,
 )
-from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.fabric.plugins.precision import MixedPrecision
 from lightning_overhead import classifier, listops_like, plain_loop
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -128,7 +128,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", module="lightning")
-    torch.use_deterministic_algorithms(True)  # as make_trainer's deterministic=True
+    torch.use_deterministic_algorithms(True)  # as loop.make_fabric sets it
     clock = make_clock("cpu", args.clock)
 
     # An empty inductor cache of this run's own: compile times are measured cold.

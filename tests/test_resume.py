@@ -15,12 +15,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 from cells import TASK
 
-from scalestudy import pretrain, resume, train
+from scalestudy import loop, resume
 from scalestudy.pretrain import PretrainSpec, run_pretrain
 from scalestudy.train import RunSpec, run
 
@@ -63,29 +62,22 @@ class Killed(BaseException):
     """Ends a run where it stands, saving nothing (what SIGKILL leaves)."""
 
 
-class KillAt(L.Callback):
-    def __init__(self, step: int, kill):
-        self.step, self.kill = step, kill
+def kill_at(step: int, kill):
+    """A `loop.Fit.after_step` that calls `kill` at the end of `step`."""
 
-    def on_train_batch_end(self, trainer, *args):
-        if trainer.global_step == self.step:
-            self.kill()
+    def after_step(fit: loop.Fit) -> None:
+        if fit.step == step:
+            kill()
+
+    return after_step
 
 
 @pytest.fixture
 def killed_at(monkeypatch):
-    """Make the next run's trainer call `kill` at step KILL_AT."""
+    """Make the next run's loop call `kill` at the end of step KILL_AT."""
 
     def arm(kill):
-        make = train.make_trainer
-
-        def make_trainer(*args, **kwargs):
-            trainer = make(*args, **kwargs)
-            trainer.callbacks.append(KillAt(KILL_AT, kill))
-            return trainer
-
-        monkeypatch.setattr(train, "make_trainer", make_trainer, raising=True)
-        monkeypatch.setattr(pretrain, "make_trainer", make_trainer, raising=True)
+        monkeypatch.setattr(loop.Fit, "after_step", kill_at(KILL_AT, kill), raising=True)
         return monkeypatch
 
     return arm
@@ -147,16 +139,10 @@ def test_checkpoint_of_another_spec_is_not_resumed(data_dir, tmp_path, uninterru
 
 SIGKILLED = """
 import os, signal, sys
-import lightning as L
-from scalestudy import train
+from scalestudy import loop, train
 sys.path.insert(0, {tests!r})
-from test_resume import KILL_AT, KillAt, train_spec
-make = train.make_trainer
-def killing(*args, **kwargs):
-    trainer = make(*args, **kwargs)
-    trainer.callbacks.append(KillAt(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL)))
-    return trainer
-train.make_trainer = killing
+from test_resume import KILL_AT, kill_at, train_spec
+loop.Fit.after_step = kill_at(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL))
 train.run(train_spec(), {data!r}, {out!r})
 """
 

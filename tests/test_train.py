@@ -122,9 +122,7 @@ def test_warmup_cosine_schedule_values():
     cfg = TrainConfig(lr=0.01, warmup_steps=4, max_steps=20, weight_decay=0.0)
     backbone = build_backbone("transformer", "xxs", 17, 16)
     model = Classifier(backbone, ClassifierHead(backbone, 3), cfg, 3)
-    configured = model.configure_optimizers()
-    optimizer, schedule = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
-    assert configured["lr_scheduler"]["interval"] == "step"
+    optimizer, schedule = model.configure_optimizer()  # the loop steps it every step
     lrs = []
     for _ in range(21):
         lrs.append(optimizer.param_groups[0]["lr"])
@@ -146,7 +144,7 @@ def test_s4_state_space_parameters_have_their_own_group():
     cfg = TrainConfig(lr=0.01, weight_decay=0.05)
     backbone = build_backbone("s4", "xxs", 17, 16)
     model = Classifier(backbone, ClassifierHead(backbone, 3), cfg, 3)
-    optimizer = model.configure_optimizers()["optimizer"]
+    optimizer, _ = model.configure_optimizer()
     main, ssm = optimizer.param_groups
     ssm_lr = backbone.cfg.extra["ssm_lr"]
     assert ssm_lr < cfg.lr
@@ -161,13 +159,13 @@ def test_s4_state_space_parameters_have_their_own_group():
     assert sorted(map(id, main["params"] + ssm["params"])) == sorted(names)
     # A transformer has none: one group.
     other = build_backbone("transformer", "xxs", 17, 16)
-    single = Classifier(other, ClassifierHead(other, 3), cfg, 3).configure_optimizers()
-    assert len(single["optimizer"].param_groups) == 1
+    single, _ = Classifier(other, ClassifierHead(other, 3), cfg, 3).configure_optimizer()
+    assert len(single.param_groups) == 1
 
 
 def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
     """The fused kernel where every parameter is on a CPU; elsewhere torch's own
-    default (None), which Lightning's 16-mixed clipping accepts. The fused step
+    default (None: foreach on a GPU). The fused step
     is AdamW's: it matches the per-parameter loop to rounding."""
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead
@@ -179,7 +177,7 @@ def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
     backbone = build_backbone("transformer", "xxs", 17, 16)
     fused = Classifier(backbone, ClassifierHead(backbone, 3), TrainConfig(), 3)
     loop = Classifier(*copy.deepcopy((fused.backbone, fused.head)), TrainConfig(), 3)
-    optimizers = [m.configure_optimizers()["optimizer"] for m in (fused, loop)]
+    optimizers = [m.configure_optimizer()[0] for m in (fused, loop)]
     assert [o.param_groups[0]["fused"] for o in optimizers] == [True, True]
     optimizers[1].param_groups[0].update(fused=False, foreach=False)
     tokens, labels = torch.randint(1, 17, (4, 16)), torch.tensor([0, 1, 2, 0])
@@ -242,10 +240,10 @@ def test_a_run_until_plateau_stops_there_and_says_so(data_dir, tmp_path):
     assert (record["status"], record["stopped_by"], record["steps"]) == ("ok", "plateau", 15)
     assert record["train_flops"] == pytest.approx(15 * record["flops_per_step"])
     history = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    # Lightning's rows count steps from 0: the last training row is step 15's,
-    # logged (the record's train_loss), and the stop was judged on its validation.
-    assert history.dropna(subset=["train_loss"])["step"].max() == 14
-    assert 14 in set(history.dropna(subset=["val_loss"])["step"])
+    # The last training row is step 15's, logged (the record's train_loss), and
+    # the stop was judged on its validation.
+    assert history.dropna(subset=["train_loss"])["step"].max() == 15
+    assert 15 in set(history.dropna(subset=["val_loss"])["step"])
     # A run the rule cannot judge before its cap ends there.
     capped = run(spec(until="plateau"), data_dir, tmp_path / "capped")
     assert (capped["stopped_by"], capped["steps"]) == ("max_steps", 6)
@@ -319,15 +317,19 @@ def test_pretraining_keeps_the_checkpoint_of_lowest_validation_loss(data_dir, tm
     (the scripted loss follows the weights, so re-validating them gives it again)."""
     from scalestudy.pretrain import MaskedLM
 
-    scripted, by_weights = {2: 3.0, 4: 1.0, 6: 2.0}, {}
+    # The validations' losses in order; each set of weights keeps the loss it
+    # was first given (every batch of a validation, and the re-validation).
+    scripted, by_weights = iter([3.0, 1.0, 2.0]), {}
 
-    def validation_step(self, batch, batch_idx):
-        loss, _ = self.masked_loss(batch[0], self.val_masks)
+    def evaluation_sums(self, batch):
+        sums = real_sums(self, batch)
         weights = float(self.backbone.embed.token.weight.sum())
-        value = by_weights.setdefault(weights, scripted.get(self.global_step, math.nan))
-        self.log("val_loss", loss * 0 + value, batch_size=len(batch[0]))
+        if weights not in by_weights:
+            by_weights[weights] = next(scripted)
+        return {**sums, "loss": sums["count"] * by_weights[weights]}
 
-    monkeypatch.setattr(MaskedLM, "validation_step", validation_step)
+    real_sums = MaskedLM.evaluation_sums
+    monkeypatch.setattr(MaskedLM, "evaluation_sums", evaluation_sums)
     spec = PretrainSpec.from_dict({
         "study": "t", "kind": "spt", "corpus": "listops", "arch": "transformer", "size": "xxs",
         "seed": 0, "corpus_config": TASK,
@@ -356,7 +358,7 @@ def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     torch.manual_seed(0)
     model, report = build_classifier(run_spec, cfg, data, None)
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
-    optimizer = model.configure_optimizers()["optimizer"]
+    optimizer, _ = model.configure_optimizer()
     assert optimizer.param_groups[0]["lr"] == run_spec.train.lr
     torch.manual_seed(0)
     reference = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, norm="none",

@@ -6,7 +6,8 @@ process kills itself on reaching `point` where the place it is at (a path)
 contains `text`. The points:
 
 - `data`: task data staged, before its files are moved into place;
-- `fit`: halfway through a training or pretraining run (place: its directory);
+- `fit`: halfway through a training or pretraining run (place: its directory;
+  `loop.Fit.after_step`);
 - `write`: a Parquet file (run record, runs.parquet, fits.parquet) written to
   its temporary name, before the rename that makes it whole (place: the path).
 
@@ -31,17 +32,3 @@ def kill_point(point: str, place: object = "") -> None:
         name, _, text = item.strip().partition("@")
         if name == point and text in str(place):
             os.kill(os.getpid(), signal.SIGKILL)
-
-
-def callbacks() -> list:
-    """A Lightning callback for the `fit` point when one is asked for, else none."""
-    if not any(item.strip().startswith("fit") for item in os.environ.get(ENV, "").split(",")):
-        return []
-    from lightning.pytorch.callbacks import Callback
-
-    class KillHalfway(Callback):
-        def on_train_batch_end(self, trainer, *args) -> None:
-            if trainer.global_step == max(1, trainer.max_steps // 2):
-                kill_point("fit", trainer.log_dir)  # the run's directory
-
-    return [KillHalfway()]

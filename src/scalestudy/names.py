@@ -19,7 +19,7 @@ NON_CAUSAL = ("funnel",)
 STAGES = ("upstream", "spt", "spt_causal", "finetune", "scratch")
 STATUSES = ("ok", "diverged", "failed")
 # How a fit ends (train.until), and a record's stopped_by: after max_steps, or
-# at its validation loss's plateau (train.Plateau) with max_steps as the cap.
+# at its validation loss's plateau (loop.Fit.validate) with max_steps as the cap.
 UNTIL = ("max_steps", "plateau")
 NORMS = ("pre", "post", "none")
 X_AXES = ("compute", "params", "flops_per_token")

@@ -24,12 +24,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.fabric import seed_everything
 
 from . import tasks
+from .loop import BEST, Fit, evaluate, make_fabric
 from .models import backbone_class, backbone_config
 from .models.lm_head import MaskedLMHead
 from .priors import SELF_PRETRAINING, get_prior
@@ -43,10 +43,10 @@ from .train import (
     TrainerConfig,
     fit_and_record,
     flops_per_step,
-    loader,
-    make_trainer,
     parse_section,
     provenance,
+    quiet_lightning,
+    shard,
     spec_hash,
 )
 
@@ -100,11 +100,14 @@ class MaskedLM(StudyModule):
         # accelerator; validation redraws the same masks every time.
         self.train_masks = torch.Generator().manual_seed(seed)
         self.val_masks = torch.Generator()
-        # What finetuning needs to rebuild a backbone this checkpoint fits.
-        # `vocab` names what the ids mean (bytes, pixels, listops: tasks.contract).
-        self.save_hyperparameters({"arch": backbone.cfg.arch, "max_len": backbone.cfg.max_len,
-                                   "vocab_size": vocab_size, "vocab": vocab,
-                                   "norm": backbone.cfg.norm})
+        self.vocab = vocab
+
+    def hyperparameters(self) -> dict:
+        """What finetuning needs to rebuild a backbone this checkpoint fits.
+        `vocab` names what the ids mean (bytes, pixels, listops: tasks.contract)."""
+        bcfg = self.backbone.cfg
+        return {"arch": bcfg.arch, "max_len": bcfg.max_len, "vocab_size": self.vocab_size,
+                "vocab": self.vocab, "norm": bcfg.norm}
 
     def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
         real = tokens != self.pad_id
@@ -125,19 +128,20 @@ class MaskedLM(StudyModule):
     def training_loss(self, batch):
         return self.masked_loss(batch[0], self.train_masks)
 
-    def training_state(self) -> dict:  # a resumed run draws the masks it would have
-        return {**super().training_state(), "train_masks": self.train_masks.get_state()}
+    def rng_state(self) -> dict:  # a resumed run draws the masks it would have
+        return {**super().rng_state(), "train_masks": self.train_masks.get_state()}
 
-    def restore_training_state(self, state: dict) -> None:
-        super().restore_training_state(state)
+    def set_rng_state(self, state: dict) -> None:
+        super().set_rng_state(state)
         self.train_masks.set_state(state["train_masks"])
 
-    def on_validation_epoch_start(self) -> None:
+    def start_evaluation(self) -> None:
         self.val_masks.manual_seed(self.seed + 1)
 
-    def validation_step(self, batch, batch_idx):
+    def evaluation_sums(self, batch):
         loss, _ = self.masked_loss(batch[0], self.val_masks)
-        self.log("val_loss", loss, prog_bar=True, batch_size=len(batch[0]), sync_dist=True)
+        count = torch.tensor(len(batch[0]), device=loss.device)
+        return {"loss": loss.float() * count, "count": count}  # batches weighted by size
 
 
 @dataclass
@@ -172,7 +176,9 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     cfg = get_prior(spec.kind).schedule(spec.train)  # the backbone its prior finetunes
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
-    L.seed_everything(spec.seed, workers=True, verbose=False)
+    quiet_lightning()
+    fabric = make_fabric(spec.trainer, out_dir)
+    seed_everything(spec.seed, verbose=False)
     text = corpus(spec, data_dir)
     splits, vocab_size, seq_len = text.splits, text.vocab_size, text.seq_len
     bcfg = backbone_config(spec.arch, spec.size, vocab_size, seq_len, norm=cfg.norm,
@@ -180,24 +186,24 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                            token_outputs=True)
     model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, vocab_size, text.mask_ratio,
                      spec.span, spec.seed, vocab=text.vocab)
-    best = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_loss", mode="min",
-                           save_top_k=1, enable_version_counter=False)
-    trainer = make_trainer(cfg, spec.trainer, out_dir, best, config_hash=spec.config_hash())
     # One optimiser step of the whole run: every device's batch.
-    step_flops = trainer.world_size * flops_per_step(
+    step_flops = fabric.world_size * flops_per_step(
         model, tuple(t[: cfg.batch_size] for t in splits["train"]))
     model.train_masks.manual_seed(spec.seed)  # counting drew masks: start afresh
-    L.seed_everything(spec.seed, workers=True, verbose=False)
+    seed_everything(spec.seed, verbose=False)
     record = provenance(spec, cfg, spec.trainer, model, step_flops)
     record.update(task=spec.corpus, task_data=text.label, prior=spec.kind, stage=spec.kind,
                   seq_len=seq_len, data_checksum=data_checksum(data_dir))
-    val = loader(splits["val"], cfg.batch_size, spec.seed, False)
+    val = shard(fabric, splits["val"], cfg.batch_size, spec.seed, False)
+    fit = Fit(fabric, model, cfg, out_dir, spec.config_hash(),
+              shard(fabric, splits["train"], cfg.batch_size, spec.seed, True), val,
+              keep_best=True)
 
-    def evaluate() -> dict:
-        metrics = trainer.validate(model, val, ckpt_path=best.best_model_path, verbose=False)[0]
-        held_out = metrics["val_loss"]
+    def after_fit() -> dict:  # the best checkpoint's validation loss
+        best = torch.load(out_dir / BEST, map_location="cpu", weights_only=True)
+        model.load_state_dict(best["state_dict"])
+        held_out = evaluate(fabric, model, val, "val")["val_loss"]
         return {"val_loss": held_out, "upstream_loss": held_out if spec.kind == "upstream"
                 else math.nan}
 
-    train = loader(splits["train"], cfg.batch_size, spec.seed, True)
-    return fit_and_record(model, trainer, train, val, evaluate, record, out_dir / "record.parquet")
+    return fit_and_record(fit, after_fit, record, out_dir / "record.parquet")
