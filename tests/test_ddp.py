@@ -2,7 +2,7 @@
 config, and a record that counts the whole run, not one rank's.
 
 The DDP test trains the smoke study's largest cell on two CPU processes (gloo),
-through the `scalestudy train` command as a job runs it (Lightning starts the
+through the `scalestudy train` command as a job runs it (Lightning Fabric starts the
 second process by running the command again). It is slow (two cold processes);
 the fast test runs the same DDP code path in this process on one device.
 """
@@ -102,7 +102,7 @@ def test_ddp_on_two_cpu_processes_records_the_whole_run(data_dir, tmp_path):
 
 
 def test_ddp_code_path_in_process_on_one_device(data_dir, tmp_path):
-    """The DDP strategy in this process (gloo, world size 1): sampler swap,
+    """The DDP strategy in this process (gloo, world size 1): sharded loaders,
     synced logging, token reduction, rank-0 record; counts as one device."""
     spec = smoke_spec(devices=1, strategy="ddp")
     record = run(spec, data_dir, tmp_path / "run")

@@ -371,7 +371,7 @@ def test_causal_lm_targets_shift_by_one():
 
 
 class Pretrained(nn.Module):
-    """What the Lightning module stores: `backbone.*` and `head.*`."""
+    """What a training module stores: `backbone.*` and `head.*`."""
 
     def __init__(self, backbone, head):
         super().__init__()

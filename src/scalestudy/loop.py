@@ -8,8 +8,8 @@ logger). The loop itself is the part a reader of a training run wants to see,
 written out: fetch, step, log, validate, checkpoint, stop.
 
 Why not Lightning's Trainer, which this project used first: the Trainer's
-loop, hooks and callbacks cost 1.3-1.8 ms a step on a CPU, 8-9% of a small
-model's step (xs, T=48), against ~0 for Fabric's wrappers
+loop, hooks and callbacks cost 1.4-2.1 ms a step on a CPU, 8-10% of a small
+model's step (xs, T=48), against 0-0.3 ms for this loop
 (benchmarks/lightning_overhead.py, docs/benchmarks.md); a scaling study is
 mostly small models.
 
@@ -23,7 +23,8 @@ What a run gets, and where it lives:
 - `Fit.resume`: the weights, optimiser, schedule, loop counters, data order
   and position, RNG streams and plateau history of a checkpoint, so a resumed
   run ends in the record an uninterrupted one writes;
-- `Fit.evaluate`: loss/accuracy sums of a split on every rank, reduced.
+- `evaluate`: a split's mean loss (and accuracy), each rank summing its
+  shard, the sums reduced over ranks.
 """
 
 from __future__ import annotations

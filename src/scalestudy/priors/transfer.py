@@ -4,11 +4,12 @@ The `spt` and `upstream` priors pretrain backbone + masked-LM head; finetuning
 then loads every backbone weight and builds a fresh task head (heads are never
 transferred: their shapes and meaning differ between the stages).
 
-The Lightning module stores its backbone under the attribute `backbone`, so a
-checkpoint's state dict names its weights `backbone.<name>`; keys outside that
-prefix (the head, metrics) are ignored. The check is strict: every backbone
-tensor must come from the checkpoint, with its shape, or nothing is loaded and
-the error lists what is missing, unexpected or mis-shaped.
+The training module (train.StudyModule) stores its backbone under the
+attribute `backbone`, so a checkpoint's state dict names its weights
+`backbone.<name>`; keys outside that prefix (the head) are ignored. The
+check is strict: every backbone tensor must come from the checkpoint, with its
+shape, or nothing is loaded and the error lists what is missing, unexpected or
+mis-shaped.
 
 One allowed difference: a Funnel pretrained with token outputs has an
 upsampling decoder (`decoder.*`) that its classifier lacks (the encoder shapes
@@ -29,8 +30,8 @@ UNUSED_AFTER_PRETRAINING: dict[str, tuple[str, ...]] = {"funnel": ("decoder.",)}
 
 
 def load_checkpoint(path) -> dict:
-    """A Lightning checkpoint, read without executing code from the file
-    (`weights_only`: tensors and plain containers only)."""
+    """A run's checkpoint (scalestudy.loop), read without executing code from
+    the file (`weights_only`: tensors and plain containers only)."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
@@ -40,10 +41,10 @@ def load_checkpoint(path) -> dict:
 
 
 def backbone_state(source: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The backbone part of a state dict (or of a Lightning checkpoint dict),
+    """The backbone part of a state dict (or of a whole checkpoint dict),
     prefix stripped."""
     if "state_dict" in source and isinstance(source["state_dict"], Mapping):
-        source = source["state_dict"]  # a whole Lightning checkpoint
+        source = source["state_dict"]  # a whole checkpoint (scalestudy.loop)
     return {k[len(PREFIX):]: v for k, v in source.items() if k.startswith(PREFIX)}
 
 
@@ -62,7 +63,7 @@ def transfer_backbone(
 ) -> None:
     """Load every weight of `backbone` from a pretraining state dict, strictly.
 
-    source_state_dict: the Lightning module's state dict (keys `backbone.*`;
+    source_state_dict: the training module's state dict (keys `backbone.*`;
     other keys are ignored), or a whole checkpoint dict holding one under
     "state_dict". drop_prefixes: source keys (prefix stripped) the backbone may
     lack; default per `UNUSED_AFTER_PRETRAINING` for the backbone's arch.
