@@ -143,6 +143,7 @@ class Fit:
         self.train_loss = math.nan  # the last logged
         self.best = math.inf  # the lowest validation loss (keep_best)
         self.history: list[tuple[int, float]] = []  # (step, val_loss) for train.until plateau
+        self.validated: tuple[int, dict] | None = None  # (step, metrics) of the last validation
         self.diverged_step: int | None = None
         self.stopped_by: str | None = None
         self.seconds_before, self.started = 0.0, time.perf_counter()
@@ -224,6 +225,7 @@ class Fit:
 
     def validate(self) -> dict[str, float]:
         metrics = evaluate(self.fabric, self.module, self.val_loader, "val")
+        self.validated = self.step, metrics
         self.fabric.log_dict(metrics, step=self.step)
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted({"train_loss": self.train_loss,
                                                                **metrics}.items()))
@@ -238,6 +240,13 @@ class Fit:
             self.best = metrics["val_loss"]
             self.save(BEST)
         return metrics
+
+    def final_validation(self) -> dict[str, float]:
+        """The validation metrics of the weights after the last step: the last
+        validation's when it came at that step, else evaluated now."""
+        if self.validated and self.validated[0] == self.step:
+            return self.validated[1]
+        return evaluate(self.fabric, self.module, self.val_loader, "val")
 
     def after_step(self) -> None:
         """Fault injection (scalestudy.faults): the `fit` kill point halfway."""

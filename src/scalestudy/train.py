@@ -419,6 +419,6 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
 
     def after_fit() -> dict:
         test = shard(fabric, data.splits["test"], cfg.batch_size, spec.seed, False)
-        return {**evaluate(fabric, model, val, "val"), **evaluate(fabric, model, test, "test")}
+        return {**fit.final_validation(), **evaluate(fabric, model, test, "test")}
 
     return fit_and_record(fit, after_fit, record, run_dir / "record.parquet")
