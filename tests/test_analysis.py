@@ -744,7 +744,7 @@ def test_loss_vs_depth_compares_depth_at_a_fixed_width_only(drawn, tmp_path):
 
 def test_workflow_declares_the_figures_its_grid_feeds():
     smk = (ROOT / "workflow/rules/figures.smk").read_text()
-    assert "from scalestudy.plots import grid_figures" in smk
+    assert "from scalestudy.names import grid_figures" in smk
     assert "FIGURE_CAPTIONS = grid_figures(" in smk and "FIGURE_INDEX" in smk
     for name in (*plots.FIGURES, *plots.PER_TASK_FIGURES, "figure_index"):
         assert (ROOT / f"workflow/report/{name}.rst").is_file(), name

@@ -278,3 +278,17 @@ def test_runs_section_names_the_runs_that_stopped_at_their_cap_not_their_plateau
     # A study whose runs all trained max_steps says nothing of plateaus.
     fixed = "\n".join(claims.runs_markdown(study.assign(stopped_by="max_steps")))
     assert "plateau" not in fixed and "6 ok" in fixed
+
+
+def test_spearman_is_scipys_per_row_and_nan_for_a_constant_row():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(50, 6)), rng.normal(size=(50, 6))
+    x[3, :2] = x[3, 2]  # ties get average ranks
+    rows = claims.spearman(x, y)
+    assert rows.shape == (50,)
+    assert np.allclose(rows, [spearmanr(a, b).statistic for a, b in zip(x, y, strict=True)])
+    assert claims.spearman(x[7], y[7]) == pytest.approx(spearmanr(x[7], y[7]).statistic)
+    x[9] = 1.0
+    assert np.isnan(claims.spearman(x, y)[9]) and np.isnan(claims.spearman(x[9], y[9]))

@@ -126,6 +126,46 @@ def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
     assert not (workdir / "results").exists()
     # The workflow profile (keep-going, rerun-incomplete) is loaded by a plain run.
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
+    check_longest_first(job_priorities(done.stdout))
+
+
+def job_priorities(dry_run: str) -> dict[tuple, int]:
+    """(rule, wildcards...) -> priority, from the job blocks of a dry run."""
+    found, rule, wildcards = {}, None, ()
+    for line in dry_run.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")):
+            rule, wildcards = line.split()[1].rstrip(":"), ()
+        elif line.startswith("wildcards:"):
+            wildcards = tuple(sorted(kv.split("=") for kv in line[10:].strip().split(", ")))
+        elif line.startswith("priority:"):
+            found[(rule, *map(tuple, wildcards))] = int(line.split()[1])
+    return found
+
+
+def check_longest_first(priorities: dict[tuple, int]) -> None:
+    """A pretraining run comes before every run that waits for it; a larger size
+    before a smaller one; the compute-matched run before the random one."""
+    from scalestudy.priors import needs_pretraining
+
+    train = {tuple(v for _, v in key[1:]): p for key, p in priorities.items() if key[0] == "train"}
+    pretrain = {}  # stage -> [(wildcards, priority)]
+    for key, p in priorities.items():
+        if key[0].startswith("pretrain"):
+            w = dict(key[1:])
+            pretrain.setdefault(w.get("stage", "upstream"), []).append((w, p))
+    assert train and pretrain
+    for (arch, prior, seed, size, task), p in train.items():
+        stage = needs_pretraining(prior)
+        if stage:
+            (before,) = [q for w, q in pretrain[stage] if (w["arch"], w["size"]) == (arch, size)
+                         and w.get("task", task) == task]
+            assert before > p, (arch, size, prior)
+        larger = {"xxs": "xs", "xs": "s"}.get(size)
+        if larger:
+            assert train[arch, prior, seed, larger, task] > p
+        if prior == "scratch_matched":
+            assert p > train[arch, "random", seed, size, task]
 
 
 @pytest.mark.parametrize(

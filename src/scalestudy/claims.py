@@ -470,14 +470,16 @@ def switch_transfers_best(fits: pd.DataFrame) -> list[Check]:
     return checks
 
 
-def spearman(x, y) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when constant."""
+def spearman(x, y) -> np.ndarray:
+    """Spearman's rank correlation (average ranks for ties) of each row of `x`
+    with the same row of `y` (1-D: one value); NaN where a row is constant."""
     from scipy.stats import rankdata
 
-    rx, ry = rankdata(x), rankdata(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return np.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
+    rx, ry = (rankdata(np.atleast_2d(v), axis=1) for v in (x, y))
+    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (rx * ry).sum(axis=1) / np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    return rho if np.ndim(x) > 1 else rho[0]
 
 
 def _boot_means(groups: list[np.ndarray], rng, n_boot: int) -> np.ndarray:
@@ -530,7 +532,7 @@ def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: 
             continue
         at_small = np.array([cells[a, small].mean() for a in archs])
         at_large = np.array([cells[a, large].mean() for a in archs])
-        rho = spearman(at_small, at_large)
+        rho = float(spearman(at_small, at_large))
         best_small, best_large = archs[int(at_small.argmax())], archs[int(at_large.argmax())]
         crossings = [(a, b) for i, a in enumerate(archs) for j, b in enumerate(archs)
                      if i < j and (at_small[i] - at_small[j]) * (at_large[i] - at_large[j]) < 0]
@@ -546,7 +548,7 @@ def best_arch_changes_with_scale(runs: pd.DataFrame, *, n_boot: int = 1000, ci: 
             rng = np.random.default_rng(seed)
             bs, bl = (_boot_means([cells[a, size] for a in archs], rng, n_boot)
                       for size in (small, large))
-            reps = np.array([spearman(bs[k], bl[k]) for k in range(n_boot)])
+            reps = spearman(bs, bl)
             reps = reps[np.isfinite(reps)]
             if reps.size:
                 low, high = (float(q) for q in np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2]))

@@ -63,7 +63,15 @@ from matplotlib.ticker import (  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from .fits import select, size_order, task_runs, upstream_runs, x_values  # noqa: E402
-from .names import ARCHITECTURES, NORMS, PRIORS  # noqa: E402
+from .names import (  # noqa: E402
+    ARCHITECTURES,
+    FIGURES,
+    NORMS,
+    PER_TASK_FIGURES,
+    PRIORS,
+    figure_names,
+    grid_figures,
+)
 from .records import task_label  # noqa: E402
 from .scaling import _clean, _loglog_replicates  # noqa: E402
 
@@ -116,51 +124,7 @@ X_TITLES = {"compute": "compute", "params": "model size", "flops_per_token": "FL
 BAND_BOOT = 1000
 BAND_SEED = 0
 
-FIGURES = (
-    "upstream_loss_vs_compute", "error_vs_compute", "alpha_per_arch", "arch_gap",
-    "loss_vs_depth", "downstream_vs_upstream", "spt_vs_matched", "heldout_prediction",
-)
-PER_TASK_FIGURES = ("accuracy_vs_size",)
 INDEX = "index.md"
-
-
-def figure_names(tasks) -> list[str]:
-    """The stem of every figure `plot_all` can write for a study with these tasks."""
-    return [*FIGURES, *(f"{name}_{task}" for name in PER_TASK_FIGURES for task in tasks)]
-
-
-def grid_figures(tasks, archs, sizes, priors, protocol: str = "default") -> dict[str, str]:
-    """The figures a study with this grid feeds, each with its caption's name (the
-    figure's kind): the outputs the workflow's `figures` rule declares.
-
-    - `upstream_loss_vs_compute`, `downstream_vs_upstream`: the `upstream` prior;
-    - `alpha_per_arch`: three sizes (the fewest a fit accepts);
-    - `heldout_prediction`: three sizes (two to refit a log-log law, the largest
-      held out);
-    - `arch_gap`: the transformer, another architecture, and `random` or `spt`;
-    - `spt_vs_matched`: both `spt` and `scratch_matched`;
-    - `loss_vs_depth`: the `depth` protocol (depth grows at a fixed width) and two
-      sizes;
-    - `error_vs_compute` and `accuracy_vs_size_{task}`: always.
-    """
-    archs, priors, n_sizes = set(archs), set(priors), len(set(sizes))
-    if not (archs and priors and n_sizes):
-        return {}  # no grid cells: no runs, nothing to draw
-    feeds = {
-        "upstream_loss_vs_compute": "upstream" in priors,
-        "error_vs_compute": True,
-        "alpha_per_arch": n_sizes >= 3,
-        "arch_gap": "transformer" in archs and len(archs) >= 2
-        and bool(priors & {"random", "spt"}),
-        "loss_vs_depth": protocol == "depth" and n_sizes >= 2,
-        "downstream_vs_upstream": "upstream" in priors,
-        "spt_vs_matched": {"spt", "scratch_matched"} <= priors,
-        "heldout_prediction": n_sizes >= 3,
-    }
-    out = {name: name for name in FIGURES if feeds[name]}
-    for kind in PER_TASK_FIGURES:
-        out |= {f"{kind}_{task}": kind for task in tasks}
-    return out
 
 
 def runs_grid_figures(runs: pd.DataFrame, tasks) -> dict[str, str]:

@@ -230,21 +230,24 @@ def write_record(row: dict, path: Path) -> None:
     write_atomic(validate(row), path)
 
 
-def read_records(path: Path) -> pd.DataFrame:
-    """Read a record or a collection of records, validated."""
+def read_table(path: Path) -> pa.Table:
+    """Read a record or a collection of records as a table, validated."""
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as err:
         raise RecordError(f"{path}: not a readable Parquet file: {err}") from None
-    return _check(table, str(path)).to_pandas()
+    return _check(table, str(path))
+
+
+def read_records(path: Path) -> pd.DataFrame:
+    """Read a record or a collection of records as a frame, validated."""
+    return read_table(path).to_pandas()
 
 
 def collect(paths: Iterable[Path]) -> pd.DataFrame:
     """Concatenate records (each validated) into one frame."""
-    frames = [read_records(p) for p in paths]
-    if not frames:
-        return SCHEMA.empty_table().to_pandas()
-    return pd.concat(frames, ignore_index=True)
+    tables = [read_table(p) for p in paths]
+    return pa.concat_tables(tables or [SCHEMA.empty_table()]).to_pandas()
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:

@@ -214,6 +214,16 @@ def training_memory(size: str, protocol: str, batch: int, seq_len: int) -> tuple
     return 16 * params + activations, params
 
 
+def run_flops(size: str, protocol: str, batch: int, seq_len: int, steps: int) -> float:
+    """Estimated FLOPs of a training run of the vanilla transformer of `size`:
+    6 N B T a step, N its non-embedding parameters L (4 D^2 + 2 D F), times the
+    steps. For ordering jobs (the workflow's priorities), not for records,
+    which count the FLOPs of the actual model (scalestudy.flops)."""
+    shape = _sizes_module().shape_for(size, protocol)
+    non_embedding = shape.depth * (4 * shape.width**2 + 2 * shape.width * shape.d_ff)
+    return 6.0 * non_embedding * batch * seq_len * steps
+
+
 def trains_in_host_memory(config: dict) -> bool:
     """Whether the study's jobs train in this machine's RAM: a CPU (or MPS, which
     shares it), or `auto` with no NVIDIA GPU here. GPU memory is not checked."""

@@ -1,6 +1,7 @@
 # Config validation, the grid, and the helpers the rules share.
 
 import json
+import math
 import os
 import re
 import signal
@@ -9,10 +10,10 @@ import threading
 from snakemake.settings.types import DeploymentMethod
 
 from scalestudy.locks import claim, clear_stale
-from scalestudy.priors import SELF_PRETRAINING, needs_pretraining
-from scalestudy.study import machine_memory, trains_in_host_memory, validate
+from scalestudy.priors import SELF_PRETRAINING, get_prior, needs_pretraining
+from scalestudy.study import machine_memory, run_flops, trains_in_host_memory, validate
 from scalestudy.study import task_grid as study_task_grid
-from scalestudy.tasks import check_releases
+from scalestudy.tasks import check_releases, task_config
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
 # same command must finish it, so a lock whose holder is gone is removed.
@@ -187,6 +188,56 @@ def pretrain_spec(wildcards, kind):
         "trainer": config["trainer"],
     }
     return json.dumps(spec, sort_keys=True)
+
+
+# Longest first. Snakemake starts the ready jobs of highest priority, and a
+# job's priority is the estimated FLOPs (study.run_flops) of the longest chain
+# of runs it starts: a pretraining run before the runs that wait for it, a
+# compute-matched run (its pretraining's FLOPs on top of its own) and the large
+# sizes before the small ones. Otherwise a long run started last trains alone
+# while the other cores idle: ~20 of the default study's ~130 core-seconds of
+# overhead (docs/benchmarks.md). On a log scale, so that priorities stay small
+# numbers in the scheduler's integer program.
+def seq_len(task):
+    return task_config(task, config["tasks"][task]).seq_len
+
+
+def pretraining_flops(stage, task, size):
+    pretrain = config["pretrain"]
+    tokens = config["upstream"]["seq_len"] if stage == "upstream" else seq_len(task)
+    return run_flops(size, config["train"]["protocol"], pretrain["batch_size"], tokens,
+                     pretrain["max_steps"])
+
+
+def training_flops(task, size, prior):
+    train = config["train"]
+    own = run_flops(size, train["protocol"], train["batch_size"], seq_len(task),
+                    train["max_steps"])
+    matched = get_prior(prior).matched_to
+    return own + (pretraining_flops(matched, task, size) if matched else 0.0)
+
+
+def as_priority(flops):
+    return round(100 * math.log10(max(flops, 1.0)))
+
+
+def train_priority(wildcards):
+    return as_priority(training_flops(wildcards.task, wildcards.size, wildcards.prior))
+
+
+def pretrain_priority(wildcards):
+    """The pretraining run's FLOPs plus those of the longest run that waits for
+    it (pretrain_spt has a stage wildcard; pretrain_upstream serves every task)."""
+    stage = wildcards.get("stage", "upstream")
+    tasks = [wildcards.task] if stage in SELF_PRETRAINING else GRID["tasks"]
+    waiting = [
+        training_flops(task, wildcards.size, prior)
+        for task in tasks
+        for prior in task_grid(task)["prior"]
+        if needs_pretraining(prior) == stage
+    ]
+    own = pretraining_flops(stage, wildcards.get("task"), wildcards.size)
+    return as_priority(own + max(waiting, default=0.0))
 
 
 # Cluster resources of the jobs that train (config["resources"], profiles/slurm).

@@ -2,9 +2,9 @@
 # PNG (embedded in `snakemake --report`, with its caption), a PDF, and a CSV of
 # what it plots (its source data: panel, series, x, y and interval; plots.figure_data).
 
-from scalestudy.plots import grid_figures
+from scalestudy.names import grid_figures
 
-# The figures this study's grid feeds (scalestudy.plots.grid_figures, the one list
+# The figures this study's grid feeds (scalestudy.names.grid_figures, the one list
 # `scalestudy plot` also follows): the upstream figures only with the `upstream`
 # prior, spt_vs_matched only with both `spt` and `scratch_matched`, arch_gap only with
 # the transformer and another architecture, alpha_per_arch from three sizes,

@@ -38,6 +38,7 @@ rule pretrain_spt:
     log:
         f"{OUT}/logs/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
+    priority: pretrain_priority
     resources:
         **training_resources(),
     group:
@@ -61,6 +62,7 @@ rule pretrain_upstream:
     log:
         f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",
     threads: config["trainer"]["threads"]
+    priority: pretrain_priority
     resources:
         **training_resources(),
     group:

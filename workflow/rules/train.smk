@@ -22,6 +22,7 @@ rule train:
     log:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
     threads: config["trainer"]["threads"]
+    priority: train_priority
     resources:
         **training_resources(),
     group:
