@@ -198,20 +198,20 @@ def pretrain_spec(wildcards, kind):
 # while the other cores idle: ~20 of the default study's ~130 core-seconds of
 # overhead (docs/benchmarks.md). On a log scale, so that priorities stay small
 # numbers in the scheduler's integer program.
-def seq_len(task):
+def task_seq_len(task):
     return task_config(task, config["tasks"][task]).seq_len
 
 
 def pretraining_flops(stage, task, size):
     pretrain = config["pretrain"]
-    tokens = config["upstream"]["seq_len"] if stage == "upstream" else seq_len(task)
+    tokens = task_seq_len(task) if stage in SELF_PRETRAINING else config["upstream"]["seq_len"]
     return run_flops(size, config["train"]["protocol"], pretrain["batch_size"], tokens,
                      pretrain["max_steps"])
 
 
 def training_flops(task, size, prior):
     train = config["train"]
-    own = run_flops(size, train["protocol"], train["batch_size"], seq_len(task),
+    own = run_flops(size, train["protocol"], train["batch_size"], task_seq_len(task),
                     train["max_steps"])
     matched = get_prior(prior).matched_to
     return own + (pretraining_flops(matched, task, size) if matched else 0.0)
