@@ -103,7 +103,7 @@ KILLS = {"SIGTERM": send(signal.SIGTERM), "USR1": send(signal.SIGUSR1), "crash":
 @pytest.mark.parametrize("stage", STAGES)
 @pytest.mark.parametrize("kill", KILLS)
 def test_killed_run_resumes_to_the_uninterrupted_record(kill, stage, data_dir, tmp_path,
-                                                         uninterrupted, killed_at):
+                                                         uninterrupted, killed_at, capsys):
     out = tmp_path / "run"
     patch = killed_at(KILLS[kill])
     expected_exit = Killed if kill == "crash" else SystemExit
@@ -111,6 +111,8 @@ def test_killed_run_resumes_to_the_uninterrupted_record(kill, stage, data_dir, t
         STAGES[stage](data_dir, out)
     if kill != "crash":
         assert stopped.value.code == resume.PREEMPTED_EXIT
+        name = {"USR1": "SIGUSR1"}.get(kill, kill)
+        assert f"stopped by {name} at step {KILL_AT}: saved" in capsys.readouterr().out
     assert not (out / "record.parquet").exists()  # a stopped run is not a result
     saved = torch.load(out / resume.CHECKPOINT, weights_only=True)
     # SIGTERM and USR1 save the step under way; a kill leaves the last validation's.

@@ -85,6 +85,7 @@ class StopSignal:
 
     def __init__(self, fabric: Fabric):
         self.fabric, self.requested, self.previous = fabric, False, {}
+        self.received = "a signal"  # its name, on the rank that received it
 
     def __enter__(self) -> StopSignal:
         for signum in (signal.SIGTERM, signal.SIGUSR1):
@@ -96,7 +97,7 @@ class StopSignal:
             signal.signal(signum, handler)
 
     def request(self, signum, frame) -> None:
-        self.requested = True
+        self.requested, self.received = True, signal.Signals(signum).name
 
     def now(self) -> bool:
         if self.fabric.world_size == 1:
@@ -281,7 +282,7 @@ class Fit:
                 self.after_step()
                 if stop.now():
                     self.save(LAST)
-                    print(f"stopped by a signal at step {self.step}: saved "
+                    print(f"stopped by {stop.received} at step {self.step}: saved "
                           f"{self.run_dir / LAST}", flush=True)
                     raise Preempted
         self.stopped_by = self.stopped_by or "max_steps"

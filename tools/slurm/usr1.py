@@ -35,7 +35,7 @@ def step(run_dir: str) -> None:
 
 def check(run_dir: str, first_log: str, second_log: str, stopped: str) -> None:
     first, second = Path(first_log).read_text(), Path(second_log).read_text()
-    assert f"stopped by SIGTERM at step {stopped}" in first, first[-2000:]
+    assert f"stopped by SIGUSR1 at step {stopped}" in first, first[-2000:]
     assert "resuming from" in second, second[-2000:]
     record = pd.read_parquet(Path(run_dir) / "record.parquet").iloc[0]
     assert record["status"] == "ok" and record["steps"] == STEPS, record
