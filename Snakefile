@@ -39,5 +39,6 @@ rule all:
         FIGURE_PNGS,
         FIGURE_PDFS,
         FIGURE_DATA,
+        FIGURE_INDEX,
         TABLES,
         f"{OUT}/claims.md",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalestudy.scaling import fit_chinchilla, fit_loglog, fit_saturating
+from scalestudy.analysis.scaling import fit_chinchilla, fit_loglog, fit_saturating
 
 CSV = Path(__file__).resolve().parents[1] / "tests/data/chinchilla/svg_extracted_data.csv"
 

@@ -8,7 +8,7 @@ AdamW, `warmup_cosine`), gradient clipping, divergence check and token count:
 
 - plain: a PyTorch loop written here, which also keeps the train loss every
   10 steps (the history a run writes to metrics.csv);
-- study: `scalestudy.loop.Fit.run`, the loop every run trains in, on a Fabric
+- study: `scalestudy.loop.TrainingLoop.run`, the loop every run trains in, on a Fabric
   from `loop.make_fabric` as a run builds it: Lightning Fabric's model and
   optimiser wrappers, `fabric.backward`, `fabric.clip_gradients`, the CSV
   logger (metrics.csv every 10 steps), the SIGTERM check, a progress bar only
@@ -45,10 +45,12 @@ from pathlib import Path
 import torch
 from benchlib import machine_line, make_clock, write_section
 
-from scalestudy.loop import Fit, make_fabric
 from scalestudy.models import backbone_class, backbone_config
 from scalestudy.models.heads import ClassifierHead
-from scalestudy.train import Classifier, TrainConfig, TrainerConfig, loader
+from scalestudy.study.specs import TrainConfig, TrainerConfig
+from scalestudy.training.data import loader
+from scalestudy.training.loop import TrainingLoop, make_fabric
+from scalestudy.training.modules import Classifier
 
 VOCAB, N_CLASSES, LOG_EVERY = 20, 10, 10
 
@@ -124,7 +126,7 @@ def plain_loop(model: Classifier, data, cfg: TrainConfig, warmup: int, steps: in
     return seconds
 
 
-class Alongside(Fit):
+class Alongside(TrainingLoop):
     """The study's loop with one plain step run at the end of each of its steps,
     both timed: the plain step, and the study's step from the end of that plain
     step to the end of the next study step (fetch, step, logging, checks)."""
@@ -225,7 +227,7 @@ def main() -> None:
         f"{machine_line('cpu', args.clock)}.",
         "",
         f"{args.rounds} fits of {args.warmup} + {args.steps} timed steps of the study's loop "
-        "(`loop.Fit` on Lightning Fabric), each paired with a plain PyTorch step run just "
+        "(`loop.TrainingLoop` on Lightning Fabric), each paired with a plain PyTorch step run just "
         f"after it; the first {args.warmup} pairs of a fit are warm-up. ms/step: median "
         "over the timed steps (mean in brackets); added ms and study/plain: medians over "
         "the pairs of study - plain and study / plain (the target: <= 1.05); ratio of "

@@ -50,7 +50,8 @@ from lightning.fabric.plugins.precision import MixedPrecision
 from lightning_overhead import classifier, listops_like, plain_loop
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from scalestudy.train import TrainConfig, loader
+from scalestudy.study.specs import TrainConfig
+from scalestudy.training.data import loader
 
 VARIANTS = ("fp32", "bf16-mixed", "compile", "sdpa-math", "sdpa-flash", "adamw-loop",
             "adamw-foreach")

@@ -45,10 +45,10 @@ from benchlib import (
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from scalestudy.flops import count_flops, count_params
 from scalestudy.models import ARCHITECTURES, BackboneOutput, build_backbone
 from scalestudy.models.layers import Embedding
-from scalestudy.models.sizes import shape_for
+from scalestudy.study.ladder import shape_for
+from scalestudy.training.flops import count_flops, count_params
 
 BASELINE, PEAK = "encoder", "peak"
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalestudy.fits import select, task_runs, upstream_runs, x_values
+from scalestudy.analysis.fits import select, task_runs, upstream_runs, x_values
 
 
 def series(data: pd.DataFrame, panel: str, series: str, kind: str = "line") -> pd.DataFrame:

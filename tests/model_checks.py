@@ -12,7 +12,7 @@ import io
 import torch
 import torch.nn.functional as F
 
-from scalestudy.flops import count_params
+from scalestudy.training.flops import count_params
 
 VOCAB, MAX_LEN, BATCH = 17, 16, 3
 
@@ -120,7 +120,7 @@ def nonembed_params(cls, size, **common):
 # hidden and output layers on the pooled [B, D]; backward = 2 x forward.
 def analytic_transformer_step(size: str, batch: int, length: int, n_classes: int | None) -> int:
     """n_classes None: the backbone alone, no head."""
-    from scalestudy.models.sizes import shape_for
+    from scalestudy.study.ladder import shape_for
 
     shape = shape_for(size)
     tokens = batch * length

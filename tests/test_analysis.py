@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -18,12 +19,23 @@ import pytest
 import yaml
 from figure_checks import check_error_vs_compute_data, check_upstream_loss_data
 
-from scalestudy import claims, plots, scaling
-from scalestudy.fits import COLUMNS, HELDOUT_COLUMNS, fit_study, select, task_runs
-from scalestudy.names import ARCHITECTURES, PRIORS, TASKS
-from scalestudy.priors import needs_pretraining
-from scalestudy.records import SCHEMA, SCHEMA_VERSION, read_records, write_frame
-from scalestudy.tables import (
+from scalestudy.analysis import claims, scaling, stats
+from scalestudy.analysis.claims import amos
+from scalestudy.analysis.claims.check import HOLDS
+from scalestudy.analysis.figures import (
+    FIGURES,
+    Grid,
+    draw,
+    figure_names,
+    grid_figures,
+    heldout_prediction,
+    loss_vs_depth,
+    output,
+    style,
+)
+from scalestudy.analysis.figures import arch_gap as arch_gap_figure
+from scalestudy.analysis.fits import COLUMNS, HELDOUT_COLUMNS, fit_study, select, task_runs
+from scalestudy.analysis.tables import (
     TABLE_FILES,
     alpha_markdown,
     heldout_markdown,
@@ -32,6 +44,10 @@ from scalestudy.tables import (
     lra_table,
     write_tables,
 )
+from scalestudy.architectures import ARCHITECTURES
+from scalestudy.priors import PRIORS
+from scalestudy.records import SCHEMA, SCHEMA_VERSION, read_records, write_frame
+from scalestudy.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -349,23 +365,24 @@ def study():
 
 
 def _keep_figures(monkeypatch) -> dict:
-    """Make `plots.save` keep each figure open (by name) instead of writing it."""
-    figures = {}
+    """Make the figures' `save` keep each figure open (by name) instead of writing it."""
+    kept = {}
 
     def keep(fig, out_dir, name, notes=(), title_notes=True):
-        figures[name] = fig
-        return plots.Drawn([Path(out_dir) / f"{name}.png", Path(out_dir) / f"{name}.pdf"],
+        kept[name] = fig
+        return output.Drawn([Path(out_dir) / f"{name}.png", Path(out_dir) / f"{name}.pdf"],
                            notes)
 
-    monkeypatch.setattr(plots, "save", keep)
-    return figures
+    for stem in FIGURES:  # each figure module saves through output.save
+        monkeypatch.setattr(f"scalestudy.analysis.figures.{stem}.save", keep)
+    return kept
 
 
 @pytest.fixture
 def drawn(monkeypatch):
     """The figures the plot functions save, kept open for inspection."""
     yield _keep_figures(monkeypatch)
-    plots.plt.close("all")
+    plt.close("all")
 
 
 @pytest.fixture(scope="module")
@@ -376,9 +393,9 @@ def rendered(study, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         figures = _keep_figures(mp)
         runs, fits = study
-        index = plots.plot_all(runs, fits, out)
+        index = draw.plot_all(runs, fits, out)
     yield figures, index, out
-    plots.plt.close("all")
+    plt.close("all")
 
 
 def _panel(fig, label: str):
@@ -413,11 +430,11 @@ def _index_rows(path: Path) -> dict[str, tuple[str, str]]:
 
 def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp_path):
     runs, fits = study
-    paths = plots.plot_all(runs, fits, tmp_path)
+    paths = draw.plot_all(runs, fits, tmp_path)
     tasks = ["listops", "text"]
     # Every figure has data (loss_vs_depth too: the synthetic runs grow depth at a
     # fixed width of 64; heldout_prediction: two sizes refit each log-log law).
-    expected = plots.figure_names(tasks)
+    expected = list(figure_names(tasks))
     assert paths.drawn == expected
     assert paths[-1] == tmp_path / "index.md"
     assert sorted(paths[:-1]) == sorted(tmp_path / f"{n}.{e}" for n in expected
@@ -425,29 +442,29 @@ def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp
     for path in paths[:-1]:
         assert path.stat().st_size > 1000, path
     rows = _index_rows(tmp_path / "index.md")
-    assert list(rows) == plots.figure_names(tasks)
+    assert list(rows) == list(figure_names(tasks))
     assert rows["error_vs_compute"][0] == ("[error_vs_compute.png](error_vs_compute.png), "
                                            "[error_vs_compute.pdf](error_vs_compute.pdf), "
                                            "[error_vs_compute.csv](error_vs_compute.csv)")
     # Each figure's CSV holds what it plots: the seed means, their bars and the fit.
     data = pd.read_csv(tmp_path / "error_vs_compute.csv")
-    assert list(data.columns) == plots.DATA_COLUMNS
+    assert list(data.columns) == output.DATA_COLUMNS
     check_error_vs_compute_data(data, runs, fits, "text", "random", "s4")
     # What the workflow declares for this grid: every drawn figure but loss_vs_depth
     # (the default protocol; it is drawn all the same, as it has data).
-    declared = plots.runs_grid_figures(runs, tasks)
+    declared = grid_figures(Grid.of_runs(runs, tasks))
     assert list(declared) == [n for n in expected if n != "loss_vs_depth"]
-    assert declared == plots.grid_figures(tasks, ["transformer", "performer", "s4"],
-                                          ["xxs", "xs", "s"],
-                                          ["random", "spt", "upstream", "scratch_matched"])
-    assert declared["accuracy_vs_size_text"] == "accuracy_vs_size"
+    assert declared == grid_figures(Grid.of(
+        tasks, ["transformer", "performer", "s4"], ["xxs", "xs", "s"],
+        ["random", "spt", "upstream", "scratch_matched"]))
+    assert declared["accuracy_vs_size_text"] == (FIGURES["accuracy_vs_size"], "text")
 
 
 def test_figures_drawn_in_parallel_processes_are_the_ones_drawn_in_turn(study, tmp_path):
     runs, fits = study
     runs = runs[runs["task"] == "listops"]
-    one = plots.plot_all(runs, fits, tmp_path / "one")
-    two = plots.plot_all(runs, fits, tmp_path / "two", workers=2)
+    one = draw.plot_all(runs, fits, tmp_path / "one")
+    two = draw.plot_all(runs, fits, tmp_path / "two", workers=2)
     assert [p.name for p in two] == [p.name for p in one] and len(one) > 10
     assert {n: (e.drawn, e.reason, e.notes) for n, e in two.entries.items()} == {
         n: (e.drawn, e.reason, e.notes) for n, e in one.entries.items()}
@@ -463,7 +480,7 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
     fits = fit_study(runs, n_boot=50)
     stale = tmp_path / "spt_vs_matched.png"  # an earlier run's figure, now without data
     stale.write_bytes(b"old")
-    out = plots.plot_all(runs, fits, tmp_path)
+    out = draw.plot_all(runs, fits, tmp_path)
     assert not stale.exists() and not (tmp_path / "spt_vs_matched.pdf").exists()
     assert out.drawn == ["error_vs_compute", "alpha_per_arch", "heldout_prediction",
                          "accuracy_vs_size_listops"]
@@ -492,7 +509,7 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
     # A panel without data inside a drawn figure is left out, and the figure says so.
     runs.loc[runs["prior"] == "spt", "status"] = "failed"
     drawn.clear()
-    out = plots.plot_all(runs, fits, tmp_path)
+    out = draw.plot_all(runs, fits, tmp_path)
     fig = drawn["error_vs_compute"]
     assert [ax.get_label() for ax in fig.axes] == ["listops/random/transformer"]
     assert out.entries["error_vs_compute"].notes == [
@@ -513,7 +530,7 @@ def test_a_declared_figure_whose_runs_all_failed_gets_a_notice(tmp_path):
     runs.loc[runs["stage"] == "upstream", "status"] = "failed"
     runs.loc[runs["prior"] == "upstream", "status"] = "failed"
     fits = fit_study(runs, n_boot=20)
-    out = plots.plot_all(runs, fits, tmp_path)
+    out = draw.plot_all(runs, fits, tmp_path)
     entry = out.entries["upstream_loss_vs_compute"]
     assert not entry.drawn and entry.notice
     assert entry.reason == "every upstream pretraining run (4) diverged or failed"
@@ -529,24 +546,24 @@ def test_a_declared_figure_whose_runs_all_failed_gets_a_notice(tmp_path):
 def test_empty_records_draw_nothing_and_say_why(drawn, tmp_path):
     runs = make_runs().iloc[:0]
     fits = fit_study(runs, n_boot=0)
-    out = plots.plot_all(runs, fits, tmp_path, tasks=["listops"])
+    out = draw.plot_all(runs, fits, tmp_path, tasks=["listops"])
     assert out.drawn == [] and not drawn
     assert list(out) == [tmp_path / "index.md"]
     rows = _index_rows(tmp_path / "index.md")
-    assert list(rows) == plots.figure_names(["listops"])
+    assert list(rows) == list(figure_names(["listops"]))
     assert all(file_col == "not drawn" and note for file_col, note in rows.values())
 
 
 def test_styles_are_one_per_architecture_and_prior():
-    assert set(plots.ARCH_STYLES) == set(ARCHITECTURES)
-    colours = [plots.arch_style(a)["color"].lower() for a in ARCHITECTURES]
-    markers = [plots.arch_style(a)["marker"] for a in ARCHITECTURES]
+    assert set(style.ARCH_STYLES) == set(ARCHITECTURES)
+    colours = [style.arch_style(a)["color"].lower() for a in ARCHITECTURES]
+    markers = [style.arch_style(a)["marker"] for a in ARCHITECTURES]
     assert len(set(colours)) == len(set(markers)) == len(ARCHITECTURES) == 14
-    assert set(plots.PRIOR_STYLES) >= set(PRIORS)
-    pairs = [(str(plots.prior_style(p)["linestyle"]), plots.prior_style(p)["fillstyle"])
+    assert set(style.PRIOR_STYLES) >= set(PRIORS)
+    pairs = [(str(style.prior_style(p)["linestyle"]), style.prior_style(p)["fillstyle"])
              for p in PRIORS]
     assert len(set(pairs)) == len(PRIORS)
-    assert len({str(plots.prior_linestyle(p)) for p in PRIORS}) == len(PRIORS)
+    assert len({str(style.prior_linestyle(p)) for p in PRIORS}) == len(PRIORS)
 
 
 def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered):
@@ -559,9 +576,9 @@ def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered
                 if not gid.startswith(("points:", "overlay-points:", "alpha:", "best:")):
                     continue
                 arch = next(a for a in ARCHITECTURES if a in gid.split(":")[1:])
-                style = plots.arch_style(arch)
-                assert line.get_color() == style["color"], (name, gid)
-                assert line.get_marker() == style["marker"], (name, gid)
+                want = style.arch_style(arch)
+                assert line.get_color() == want["color"], (name, gid)
+                assert line.get_marker() == want["marker"], (name, gid)
                 seen.add(name)
     assert seen == set(figures)
 
@@ -590,7 +607,7 @@ def test_error_vs_compute_plots_seed_means_and_the_fit_with_its_band(rendered, s
     band = _gid(ax, "band:s4").get_paths()[0].vertices
     grid = fit.get_xdata()
     lx, ly = np.log(cell["train_flops"].to_numpy()), np.log(cell["error"].to_numpy())
-    slopes, intercepts = scaling._loglog_replicates(lx, ly, plots.BAND_BOOT, plots.BAND_SEED)
+    slopes, intercepts = stats.loglog_replicates(lx, ly, style.BAND_BOOT, style.BAND_SEED)
     lines = np.exp(intercepts[:, None] + slopes[:, None] * np.log(grid))
     low, high = np.quantile(lines, [0.025, 0.975], axis=0)
     np.testing.assert_allclose(band[:len(grid), 1], low, rtol=1e-5)
@@ -600,7 +617,7 @@ def test_error_vs_compute_plots_seed_means_and_the_fit_with_its_band(rendered, s
         t.get_text() for t in ax.texts]
     # Those replicates are the ones behind alpha's interval (same n_boot and seed).
     f = scaling.fit_loglog(cell["train_flops"], cell["error"], cell["size"],
-                           n_boot=plots.BAND_BOOT, seed=plots.BAND_SEED)
+                           n_boot=style.BAND_BOOT, seed=style.BAND_SEED)
     assert (f.alpha_low, f.alpha_high) == pytest.approx(
         tuple(np.quantile(-slopes, [0.025, 0.975])))
 
@@ -655,7 +672,7 @@ def test_accuracy_vs_size_shares_its_axis_and_plots_mean_and_sd_over_seeds(rende
     # Priors dodged sideways by a fixed offset around each size's position.
     offset = points.get_xdata() - np.arange(3)
     assert np.ptp(offset) == pytest.approx(0) and abs(offset[0]) < 0.15
-    assert points.get_fillstyle() == plots.prior_style("spt")["fillstyle"]
+    assert points.get_fillstyle() == style.prior_style("spt")["fillstyle"]
     assert [t.get_text() for t in ax.get_xticklabels()] == sizes
 
 
@@ -684,7 +701,7 @@ def test_arch_gap_and_spt_vs_matched_read_back(rendered, study):
     figures, _, _ = rendered
     runs, _ = study
     t = task_runs(runs)
-    gaps = plots.arch_gap(runs)
+    gaps = arch_gap_figure.arch_gap(runs, ("random", "spt"))
     row = gaps[(gaps["task"] == "listops") & (gaps["prior"] == "random")
                & (gaps["size"] == "s")].iloc[0]
     cell = t[(t["task"] == "listops") & (t["prior"] == "random") & (t["size"] == "s")]
@@ -722,11 +739,11 @@ def _widths_study() -> pd.DataFrame:
 def test_loss_vs_depth_compares_depth_at_a_fixed_width_only(drawn, tmp_path):
     runs = _widths_study()
     only_widths = runs[runs["seed"] < 10]  # one depth per width: nothing to compare
-    with pytest.raises(plots.NotDrawn, match=r"depth changes only together with width \(e.g. "
+    with pytest.raises(output.NotDrawn, match=r"depth changes only together with width \(e.g. "
                        r"transformer: depth 2 at width 16, 2 at width 32, 4 at width 64\)"):
-        plots.plot_loss_vs_depth(only_widths, None, tmp_path)
+        loss_vs_depth.draw(only_widths, None, tmp_path)
     runs.loc[(runs["depth"] == 8) & (runs["seed"] == 21), "status"] = "diverged"
-    plots.plot_loss_vs_depth(runs, None, tmp_path)
+    loss_vs_depth.draw(runs, None, tmp_path)
     (ax,) = drawn["loss_vs_depth"].axes
     assert ax.get_label() == "transformer/32/pre"  # widths 16 and 64 have one depth each
     points = _gid(ax, "points:transformer:32:pre:random")
@@ -744,28 +761,29 @@ def test_loss_vs_depth_compares_depth_at_a_fixed_width_only(drawn, tmp_path):
 
 def test_workflow_declares_the_figures_its_grid_feeds():
     smk = (ROOT / "workflow/rules/figures.smk").read_text()
-    assert "from scalestudy.names import grid_figures" in smk
-    assert "FIGURE_CAPTIONS = grid_figures(" in smk and "FIGURE_INDEX" in smk
-    for name in (*plots.FIGURES, *plots.PER_TASK_FIGURES, "figure_index"):
-        assert (ROOT / f"workflow/report/{name}.rst").is_file(), name
+    assert "DECLARED = grid_figures(" in smk and "FIGURE_INDEX" in smk
+    # One caption template shows each figure's caption, its registry entry's.
+    assert "snakemake.params.caption" in (ROOT / "workflow/report/figure.rst").read_text()
+    assert all(fig.caption.startswith("**") for fig in FIGURES.values())
 
     def declared(study):
         config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
         preset = yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text())
         grid = {**config["grid"], **preset.get("grid", {})}
         protocol = {**config["train"], **preset.get("train", {})}["protocol"]
-        return set(plots.grid_figures(grid["tasks"], grid["archs"], grid["sizes"],
-                                      grid["priors"], protocol))
+        return set(grid_figures(Grid.of(
+            grid["tasks"], grid["archs"], grid["sizes"], grid["priors"], protocol)))
 
-    every = set(plots.figure_names(["listops"]))
+    every = set(list(figure_names(["listops"])))
     assert declared("workstation") == every - {"loss_vs_depth"}
-    every_task = set(plots.figure_names(TASKS))  # the smoke study has every LRA task
+    every_task = set(list(figure_names(TASKS)))  # the smoke study has every LRA task
     assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
-    assert plots.grid_figures(["listops"], ["transformer"], ["xxs", "xs"], ["random"],
-                              "depth") == {"error_vs_compute": "error_vs_compute",
-                                           "loss_vs_depth": "loss_vs_depth",
-                                           "accuracy_vs_size_listops": "accuracy_vs_size"}
+    assert {stem: (fig.name, task) for stem, (fig, task) in grid_figures(Grid.of(
+        ["listops"], ["transformer"], ["xxs", "xs"], ["random"], "depth")).items()} == {
+        "error_vs_compute": ("error_vs_compute", None),
+        "loss_vs_depth": ("loss_vs_depth", None),
+        "accuracy_vs_size_listops": ("accuracy_vs_size", "listops")}
 
 
 # --------------------------------------------------------------------------- tables
@@ -825,7 +843,7 @@ def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
     assert saturating["heldout_status"] == "ok"
     assert math.isnan(saturating["heldout_rel_error_low"])
     assert re.search(r"10 predictions, \d+ of them below the observed value; median", md)
-    result = plots.plot_heldout_prediction(runs, fits, tmp_path)
+    result = heldout_prediction.draw(runs, fits, tmp_path)
     fig = drawn["heldout_prediction"]
     titles = [ax.get_title() for ax in fig.axes]
     # alpha_U in both forms (the saturating one refitted on three sizes), alpha_D x 2
@@ -838,7 +856,7 @@ def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
     for arch in ("transformer", "s4"):
         row = _one(fits, "alpha_D", arch=arch, prior="random")
         point = _gid(ax, f"points:{arch}")
-        assert point.get_color() == plots.arch_style(arch)["color"]
+        assert point.get_color() == style.arch_style(arch)["color"]
         assert (point.get_xdata()[0], point.get_ydata()[0]) == pytest.approx(
             (row["heldout_obs"], row["heldout_pred"]))
     # The alpha_D panels of the task share their scale.
@@ -962,9 +980,9 @@ def test_contrast_interval_coverage_and_false_positive_rate_on_null_data():
     for rep in range(200):
         runs = make_runs(sizes=("xxs", "xs", "s"), priors=("spt", "scratch_matched"),
                          seeds=(0, 1), acc=acc, noise=0.05, seed=rep)
-        (check,) = claims.spt_beats_matched(runs, n_boot=200, ci=0.95, seed=rep)
-        holds.append(check.verdict == claims.HOLDS)
-        # "SPT - control = 0.046 [0.039, 0.053] over sizes ...": claims.contrast's numbers.
+        (check,) = amos.spt_beats_matched(runs, n_boot=200, ci=0.95, seed=rep)
+        holds.append(check.verdict == HOLDS)
+        # "SPT - control = 0.046 [0.039, 0.053] over sizes ...": stats.contrast's numbers.
         estimate, low, high = map(float, re.search(
             r"= (-?[\d.]+) \[(-?[\d.]+), (-?[\d.]+)\]", check.measurement).groups())
         covered.append(low <= 0 <= high)
@@ -1043,8 +1061,9 @@ def _no_torch_env(tmp_path: Path) -> dict:
 
 
 def test_analysis_modules_import_without_torch():
-    code = ("import sys, scalestudy.fits, scalestudy.plots, scalestudy.tables, scalestudy.cli, "
-            "scalestudy.claims; "
+    code = ("import sys, scalestudy.study, scalestudy.analysis.fits, scalestudy.analysis.tables, "
+            "scalestudy.analysis.figures.draw, scalestudy.analysis.claims, scalestudy.cli, "
+            "scalestudy.architectures, scalestudy.priors, scalestudy.stages, scalestudy.tasks; "
             "assert 'torch' not in sys.modules and 'lightning' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -1066,7 +1085,7 @@ def test_figures_from_cache_regenerates_everything_without_torch(tmp_path):
     # Every figure has data, so every figure is drawn.
     rows = _index_rows(out / "figures" / "index.md")
     drawn = [name for name, (file_col, _) in rows.items() if file_col != "not drawn"]
-    assert drawn == plots.figure_names(["listops"])
+    assert drawn == list(figure_names(["listops"]))
     for name in drawn:
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
@@ -1120,7 +1139,7 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
     assert len(cells) == len(expected)
     keys = ["task", "arch", "size", "prior", "seed"]
     assert set(cells[keys].itertuples(index=False, name=None)) == expected
-    stages = {needs_pretraining(prior) for prior in grid["priors"]} - {None}
+    stages = {PRIORS[prior].needs for prior in grid["priors"]} - {None}
     assert set(runs["stage"]) - {"scratch", "finetune"} == stages
     for stage in stages:
         pretrained = runs[runs["stage"] == stage]

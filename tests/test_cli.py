@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from scalestudy.cli import parser
+from scalestudy.commands import parser
 
 COMMANDS = parser()._subparsers._group_actions[0].choices
 

@@ -13,19 +13,21 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scalestudy import names
-from scalestudy.pretrain import PretrainSpec
-from scalestudy.priors import needs_pretraining
-from scalestudy.study import GIB, ConfigError, task_grid, training_memory, validate
-from scalestudy.tasks import task_config, upstream
-from scalestudy.train import RunSpec
+from scalestudy.architectures import ARCHITECTURES
+from scalestudy.priors import PRIORS
+from scalestudy.study import GIB, ConfigError, validate
+from scalestudy.study.costs import training_memory
+from scalestudy.study.grid import task_grid
+from scalestudy.study.ladder import SIZES
+from scalestudy.study.specs import PretrainSpec, RunSpec
+from scalestudy.tasks import TASKS, task_config, upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "config" / "schema.yaml"
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 MEMORY = 16 * GIB  # a laptop's; passed explicitly so the test is the same everywhere
-GRID_NAMES = {"archs": names.ARCHITECTURES, "priors": names.PRIORS, "tasks": names.TASKS,
-              "sizes": ("xxs", "xs", "s", "m", "l", "tiny", "small", "base", "large", "xl"),
+GRID_NAMES = {"archs": tuple(ARCHITECTURES), "priors": tuple(PRIORS), "tasks": tuple(TASKS),
+              "sizes": SIZES,
               "seeds": (0, 1, 2, -1)}
 
 
@@ -90,7 +92,7 @@ def job_specs(config):
                             "size": size, "prior": prior, "seed": seed,
                             "task_config": config["tasks"][task], "train": config["train"],
                             "trainer": config["trainer"]})))
-                stages = {needs_pretraining(p) for p in grid["priors"]} - {None}
+                stages = {PRIORS[p].needs for p in grid["priors"]} - {None}
                 schedule = {k: config["pretrain"][k] for k in
                             ("max_steps", "until", "batch_size", "lr", "warmup_steps",
                              "val_every")}

@@ -21,7 +21,9 @@ import yaml
 
 from scalestudy import tasks
 from scalestudy.records import read_records
-from scalestudy.train import RunSpec, build_classifier, flops_per_step, run
+from scalestudy.study.specs import RunSpec
+from scalestudy.training.flops import flops_per_step
+from scalestudy.training.task import build_classifier, run
 
 ROOT = Path(__file__).parent.parent
 

@@ -6,7 +6,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from scalestudy.flops import ATTENTION_KERNELS, CORRECTIONS, count_flops
+from scalestudy.training.flops import ATTENTION_KERNELS, CORRECTIONS, count_flops
 
 from model_checks import analytic_transformer_step
 
@@ -52,7 +52,9 @@ def transformer_step_flops(size: str, batch: int, length: int, n_classes: int,
                            causal: bool = False) -> int:
     from scalestudy.models import backbone_class, backbone_config
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.train import Classifier, TrainConfig, flops_per_step
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.flops import flops_per_step
+    from scalestudy.training.modules import Classifier
 
     torch.manual_seed(0)
     cfg = backbone_config("transformer", size, 20, length, causal=causal)
@@ -107,7 +109,7 @@ def test_the_workflows_cost_estimate_is_the_counted_step_without_attention(size)
     """study.run_flops (torch-free, it orders the workflow's jobs) is 6 N B T: the
     counted transformer step less attention's scores and the head (0.80-0.92 of
     it here at T = 48), never more than it."""
-    from scalestudy.study import run_flops
+    from scalestudy.study.costs import run_flops
 
     counted = transformer_step_flops(size, 8, 48, 10)
     estimate = run_flops(size, "default", 8, 48, steps=3)

@@ -5,12 +5,16 @@ import functools
 import pytest
 import torch
 
-from scalestudy.flops import count_params
-from scalestudy.models import ARCHITECTURES, SIZES, build_backbone
+from scalestudy.architectures import ARCHITECTURES as REGISTRY
+from scalestudy.models import build_backbone
+from scalestudy.study.ladder import SIZES
+from scalestudy.training.flops import count_params
 
 from model_checks import ALL_CHECKS, check_causal, nonembed_params
 
-ARCHS = sorted(ARCHITECTURES)
+ARCHS = sorted(REGISTRY)
+# The backbone classes, by name (the registry loads each from its module).
+ARCHITECTURES = {name: arch.load() for name, arch in REGISTRY.items()}
 
 
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
@@ -19,12 +23,12 @@ def test_backbone_property(arch, check):
     check(ARCHITECTURES[arch])
 
 
-@pytest.mark.parametrize("arch", [a for a in ARCHS if ARCHITECTURES[a].causal_ok])
+@pytest.mark.parametrize("arch", [a for a in ARCHS if REGISTRY[a].causal])
 def test_causal_mode_does_not_see_the_future(arch):
     check_causal(ARCHITECTURES[arch])
 
 
-@pytest.mark.parametrize("arch", [a for a in ARCHS if not ARCHITECTURES[a].causal_ok])
+@pytest.mark.parametrize("arch", [a for a in ARCHS if not REGISTRY[a].causal])
 def test_no_causal_mode_is_refused(arch):
     with pytest.raises(ValueError, match="causal"):
         build_backbone(arch, "xxs", 17, 16, causal=True)
@@ -52,20 +56,23 @@ def test_count_params_excludes_embeddings():
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_registry_schema_and_names_agree():
+def test_the_schema_accepts_the_registries_names():
+    """config/schema.yaml names no architecture, size, prior or task itself: the
+    loaded schema takes each kind's accepted names from its registry."""
     from pathlib import Path
 
-    import yaml
+    from scalestudy.priors import PRIORS
+    from scalestudy.study.schema import SCHEMA_PATH, load_schema
+    from scalestudy.tasks import TASKS
 
-    from scalestudy import names
-
-    assert tuple(ARCHITECTURES) == names.ARCHITECTURES
-    schema = yaml.safe_load((Path(__file__).parents[1] / "config/schema.yaml").read_text())
-    grid = schema["properties"]["grid"]["properties"]
-    assert tuple(grid["archs"]["items"]["enum"]) == names.ARCHITECTURES
-    assert tuple(grid["priors"]["items"]["enum"]) == names.PRIORS
-    assert tuple(grid["tasks"]["items"]["enum"]) == names.TASKS
+    text = (Path(__file__).parents[1] / "config/schema.yaml").read_text()
+    assert "s4_unstructured" not in text and "scratch_matched]" not in text
+    grid = load_schema(str(SCHEMA_PATH))["properties"]["grid"]["properties"]
+    assert tuple(grid["archs"]["items"]["enum"]) == tuple(REGISTRY)
+    assert tuple(grid["priors"]["items"]["enum"]) == tuple(PRIORS)
+    assert tuple(grid["tasks"]["items"]["enum"]) == tuple(TASKS)
     assert tuple(grid["sizes"]["items"]["enum"]) == SIZES
+    assert tuple(grid["per_task"]["propertyNames"]["enum"]) == tuple(TASKS)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -99,7 +106,7 @@ def ffn_params(size: str) -> int:
 
 
 def backbone_step_flops(arch: str, size: str) -> int:
-    from scalestudy.flops import count_flops
+    from scalestudy.training.flops import count_flops
 
     from model_checks import batch, build
 
@@ -242,7 +249,6 @@ def test_every_residual_branch_names_its_fixup_weights(arch):
         assert weights and all(id(w) in params for w in weights)
 
 
-def test_non_causal_names_match_the_registry():
-    from scalestudy.names import NON_CAUSAL
-
-    assert tuple(a for a in ARCHS if not ARCHITECTURES[a].causal_ok) == NON_CAUSAL
+def test_a_backbone_without_a_causal_mode_says_so_in_the_registry_alone():
+    assert [a for a in ARCHS if not REGISTRY[a].causal] == ["funnel"]
+    assert not any(hasattr(cls, "causal_ok") for cls in ARCHITECTURES.values())

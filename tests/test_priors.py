@@ -9,19 +9,15 @@ import pytest
 import torch
 from torch import nn
 
-from scalestudy.models import ARCHITECTURES, backbone_config
+from scalestudy.architectures import ARCHITECTURES
+from scalestudy.models import backbone_class, backbone_config
 from scalestudy.models.lm_head import MaskedLMHead, token_embedding
-from scalestudy.models.mos import MoSTransformer
+from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer
-from scalestudy.priors import fixup
-from scalestudy.priors.masking import (
-    IGNORE_INDEX,
-    MASK_RATIOS,
-    causal_lm_targets,
-    mask_tokens,
-)
-from scalestudy.priors.transfer import transfer_backbone
-from scalestudy.tasks import upstream
+from scalestudy.tasks import TASKS, upstream
+from scalestudy.training import fixup
+from scalestudy.training.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
+from scalestudy.training.transfer import transfer_backbone
 
 VOCAB, MAX_LEN = 17, 16
 ARCHS = sorted(ARCHITECTURES)
@@ -31,7 +27,7 @@ def build(arch="transformer", size="xxs", norm="none", seed=0, **replace):
     cfg = backbone_config(arch, size, VOCAB, MAX_LEN, norm=norm)
     cfg = dataclasses.replace(cfg, **replace)
     torch.manual_seed(seed)
-    return ARCHITECTURES[arch](cfg)
+    return backbone_class(arch)(cfg)
 
 
 def padded_batch(seed=0, batch=3):
@@ -296,8 +292,9 @@ def test_dtfixup_update_is_flat_in_depth_and_xavier_is_not():
 
 
 def test_mask_ratios_are_the_papers():
-    assert MASK_RATIOS == {"listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50,
-                           "pathfinder": 0.50, "pathx": 0.50}
+    assert {name: task.mask_ratio for name, task in TASKS.items()} == {
+        "listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50, "pathfinder": 0.50,
+        "pathx": 0.50}
 
 
 @pytest.mark.parametrize("span", [None, 3.0])
@@ -427,7 +424,7 @@ def test_transfer_drops_the_funnel_decoder_into_a_classifier():
 def test_lm_head_shape_and_tying(arch):
     backbone = build(arch, norm="pre", token_outputs=True)
     head = MaskedLMHead(backbone, VOCAB)
-    assert head.output_layer.weight is token_embedding(backbone).weight
+    assert head.tied_layer.weight is token_embedding(backbone).weight
     tokens, real = padded_batch()
     out = backbone(tokens, real)
     logits = head(out.hidden)
@@ -439,7 +436,7 @@ def test_lm_head_shape_and_tying(arch):
     head(out.hidden.detach()).sum().backward()
     grad = token_embedding(backbone).weight.grad
     assert grad is not None
-    if head.mos is None:
+    if not isinstance(head.out, MixtureOfSoftmaxes):
         with torch.no_grad():
             transformed = head.norm(torch.nn.functional.gelu(head.dense(out.hidden)))
         expected = transformed.flatten(0, 1).sum(0).expand(VOCAB, -1)
@@ -452,7 +449,8 @@ def test_lm_head_mixture_of_softmaxes_is_tied_and_normalised():
     cfg = MoSTransformer.config_for("xxs", vocab_size=VOCAB, max_len=MAX_LEN)
     backbone = MoSTransformer(cfg)
     head = MaskedLMHead(backbone, VOCAB)
-    assert head.mos is not None and head.mos.decoder.weight is backbone.embed.token.weight
+    assert isinstance(head.out, MixtureOfSoftmaxes)
+    assert head.out.decoder.weight is backbone.embed.token.weight
     tokens, real = padded_batch()
     log_probs = head(backbone(tokens, real).hidden)
     assert log_probs.shape == (*tokens.shape, VOCAB)
@@ -519,17 +517,3 @@ def test_upstream_files_and_parquet_sources(tmp_path):
         upstream.UpstreamConfig(source="c4")
     with pytest.raises(FileNotFoundError, match="no file matches"):
         upstream.build(upstream.UpstreamConfig(source="files", path=str(tmp_path / "*.nope")))
-
-
-def test_training_never_branches_on_a_prior_name():
-    """What a prior does lives in its object (priors/__init__.py): train.py and
-    pretrain.py call its hooks and name no prior."""
-    from pathlib import Path
-
-    import scalestudy
-
-    package = Path(scalestudy.__file__).parent
-    for module in ("train.py", "pretrain.py"):
-        text = (package / module).read_text()
-        for name in ("random", "random_noln", "tfixup", "dtfixup", "scratch_matched"):
-            assert f'"{name}"' not in text and f"'{name}'" not in text, (module, name)

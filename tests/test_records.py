@@ -87,8 +87,9 @@ def test_analysis_modules_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys, scalestudy.records, scalestudy.fits, scalestudy.plots, "
-            "scalestudy.cli; assert 'torch' not in sys.modules, 'torch imported'")
+    code = ("import sys, scalestudy.records, scalestudy.analysis.fits, "
+            "scalestudy.analysis.figures.draw, scalestudy.cli; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -109,18 +110,18 @@ def test_atomic_writers_give_files_the_mode_the_umask_allows(tmp_path, umask, ma
     readable as the umask says, like the figures open() writes."""
     import stat
 
-    from scalestudy.fits import write_fits
-    from scalestudy.tables import write_text_atomic
+    from scalestudy import atomic
+    from scalestudy.analysis.fits import write_fits
 
     umask(mask)
-    assert records.current_umask() == mask
-    assert records.default_file_mode() == mode
+    assert atomic.current_umask() == mask
+    assert atomic.default_file_mode() == mode
     frame = pd.DataFrame(records.validate(example_row()).to_pylist())
     writers = {
         "record.parquet": lambda p: records.write_record(example_row(), p),
         "runs.parquet": lambda p: records.write_frame(frame, p),
         "fits.parquet": lambda p: write_fits(pd.DataFrame({"alpha": [0.5]}), p),
-        "claims.md": lambda p: write_text_atomic("# claims\n", p),
+        "claims.md": lambda p: atomic.write_text("# claims\n", p),
     }
     for name, write in writers.items():
         path = tmp_path / "out" / name

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -21,11 +22,15 @@ import torch
 from cells import TASK
 from test_analysis import _keep_figures, make_runs
 
-from scalestudy import cli, faults, plots, records, tasks
-from scalestudy.claims import write_claims
-from scalestudy.fits import fit_study, select
+from scalestudy import cli, faults, records, tasks
+from scalestudy.analysis.claims import write_claims
+from scalestudy.analysis.figures import accuracy_vs_size, draw, error_vs_compute
+from scalestudy.analysis.fits import fit_study, select
 from scalestudy.records import read_records, write_record
-from scalestudy.train import Classifier, RunSpec, git_rev, run
+from scalestudy.study.specs import RunSpec
+from scalestudy.training.modules import Classifier
+from scalestudy.training.run import git_rev
+from scalestudy.training.task import run
 
 TIMING = {"wall_seconds", "tokens_per_second"}
 
@@ -98,8 +103,8 @@ def test_diverged_and_failed_runs_are_explicit_in_fits_figures_and_claims(monkey
     assert row["alpha"] == pytest.approx(0.07, rel=1e-6)
     # Markers in the figures, at the run's compute (or its size's, without one).
     figures = _keep_figures(monkeypatch)
-    plots.plot_error_vs_compute(runs, fits, tmp_path)
-    plots.plot_accuracy_vs_size(runs, fits, tmp_path, "listops")
+    error_vs_compute.draw(runs, fits, tmp_path)
+    accuracy_vs_size.draw(runs, fits, tmp_path, "listops")
     for name in ("error_vs_compute", "accuracy_vs_size_listops"):
         lines = [ln for ax in figures[name].axes for ln in ax.lines]
         gids = sorted(ln.get_gid() for ln in lines if ln.get_gid() in
@@ -111,7 +116,7 @@ def test_diverged_and_failed_runs_are_explicit_in_fits_figures_and_claims(monkey
             if ln.get_gid() == "diverged:random"][0]
     s_run = runs[(runs["prior"] == "random") & (runs["size"] == "s") & (runs["seed"] == 1)]
     assert mark.get_xdata()[0] == pytest.approx(s_run["train_flops"].iloc[0])
-    plots.plt.close("all")
+    plt.close("all")
     # Counted and listed in claims.md.
     write_claims(runs, fits, tmp_path / "claims.md", n_boot=20)
     text = (tmp_path / "claims.md").read_text()
@@ -123,15 +128,15 @@ def test_diverged_and_failed_runs_are_explicit_in_fits_figures_and_claims(monkey
 def test_a_whole_study_with_unfinished_runs_analyses_end_to_end(monkeypatch, tmp_path):
     """Every figure, table and claim of a study with a diverged run and a run that
     failed before training (no parameters, no compute)."""
-    from scalestudy.tables import write_tables
+    from scalestudy.analysis.tables import write_tables
 
     runs = unfinished_study()
     fits = fit_study(runs, n_boot=20, n_boot_saturating=0)
     _keep_figures(monkeypatch)
-    index = plots.plot_all(runs, fits, tmp_path / "figures")
+    index = draw.plot_all(runs, fits, tmp_path / "figures")
     drawn = {name for name, entry in index.entries.items() if entry.drawn}
     assert {"error_vs_compute", "accuracy_vs_size_listops", "loss_vs_depth"} <= drawn
-    plots.plt.close("all")
+    plt.close("all")
     assert write_tables(runs, fits, tmp_path / "tables")
     write_claims(runs, fits, tmp_path / "claims.md", n_boot=20)
 
@@ -352,7 +357,7 @@ def test_a_task_cache_whose_arrays_changed_fails_its_checksum(data_dir, tmp_path
 
 
 def test_a_truncated_checkpoint_is_named(tmp_path):
-    from scalestudy.priors.transfer import load_checkpoint
+    from scalestudy.training.transfer import load_checkpoint
 
     path = tmp_path / "best.ckpt"
     torch.save({"state_dict": {"w": torch.zeros(100)}}, path)

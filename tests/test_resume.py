@@ -19,9 +19,10 @@ import pytest
 import torch
 from cells import TASK
 
-from scalestudy import loop, resume
-from scalestudy.pretrain import PretrainSpec, run_pretrain
-from scalestudy.train import RunSpec, run
+from scalestudy.study.specs import PretrainSpec, RunSpec
+from scalestudy.training import loop, resume
+from scalestudy.training.pretrain import run_pretrain
+from scalestudy.training.task import run
 
 # 8 batches an epoch: the kills at step 10 fall mid-way through the second
 # epoch, two steps after the validation (and checkpoint) at step 8.
@@ -63,9 +64,9 @@ class Killed(BaseException):
 
 
 def kill_at(step: int, kill):
-    """A `loop.Fit.after_step` that calls `kill` at the end of `step`."""
+    """A `loop.TrainingLoop.after_step` that calls `kill` at the end of `step`."""
 
-    def after_step(fit: loop.Fit) -> None:
+    def after_step(fit: loop.TrainingLoop) -> None:
         if fit.step == step:
             kill()
 
@@ -77,7 +78,7 @@ def killed_at(monkeypatch):
     """Make the next run's loop call `kill` at the end of step KILL_AT."""
 
     def arm(kill):
-        monkeypatch.setattr(loop.Fit, "after_step", kill_at(KILL_AT, kill), raising=True)
+        monkeypatch.setattr(loop.TrainingLoop, "after_step", kill_at(KILL_AT, kill), raising=True)
         return monkeypatch
 
     return arm
@@ -141,10 +142,10 @@ def test_checkpoint_of_another_spec_is_not_resumed(data_dir, tmp_path, uninterru
 
 SIGKILLED = """
 import os, signal, sys
-from scalestudy import loop, train
+from scalestudy.training import loop, train
 sys.path.insert(0, {tests!r})
 from test_resume import KILL_AT, kill_at, train_spec
-loop.Fit.after_step = kill_at(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL))
+loop.TrainingLoop.after_step = kill_at(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL))
 train.run(train_spec(), {data!r}, {out!r})
 """
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import check_grad
 
-from scalestudy.scaling import (
+from scalestudy.analysis.scaling import (
     CHINCHILLA_GRID,
     MIN_SIZES,
     ChinchillaFit,
@@ -377,7 +377,7 @@ def test_import_does_not_load_torch_lightning_or_matplotlib():
     path = os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
     code = (
-        "import sys, scalestudy.scaling; "
+        "import sys, scalestudy.analysis.scaling; "
         "bad = {'torch', 'lightning', 'matplotlib'} & set(sys.modules); "
         "print(sorted(bad)); sys.exit(bool(bad))"
     )

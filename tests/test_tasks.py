@@ -13,7 +13,6 @@ import yaml
 from PIL import Image
 
 from scalestudy import tasks
-from scalestudy.names import TASKS
 from scalestudy.tasks import contract, image, pathfinder, retrieval, text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +25,9 @@ def decode(row) -> bytes:
 
 
 def test_every_task_is_registered_and_defaults_to_the_default_study():
-    assert tuple(tasks.TASK_TABLE) == TASKS
-    for task, entry in tasks.TASK_TABLE.items():
+    assert tuple(tasks.TASKS) == ("listops", "text", "retrieval", "image", "pathfinder",
+                                  "pathx")
+    for task, entry in tasks.TASKS.items():
         defaults = json.loads(json.dumps(dataclasses.asdict(entry.config())))
         assert defaults == DEFAULT_STUDY["tasks"][task], task
         assert entry.config().source != "lra"  # the default needs no download
@@ -394,8 +394,8 @@ def test_a_missing_release_names_the_file_and_where(tmp_path, task):
     message = str(missing.value)
     assert f"task {task} reads the LRA release" in message and "does not exist" in message
     config = tasks.task_config(task, cfg)
-    assert all(name in message for name in tasks.TASK_TABLE[task].module.release_files(config))
-    url, _ = tasks.TASK_TABLE[task].module.release_source(config)
+    assert all(name in message for name in tasks.TASKS[task].module.release_files(config))
+    url, _ = tasks.TASKS[task].module.release_source(config)
     assert (url or tasks.LRA_ARCHIVE) in message
 
 
@@ -417,7 +417,8 @@ def test_pair_head_classifies_u_v_product_and_difference():
 
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead, pool
-    from scalestudy.train import Classifier, TrainConfig
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import Classifier
 
     torch.manual_seed(0)
     backbone = build_backbone("transformer", "xxs", 259, 16)
@@ -459,7 +460,7 @@ def test_figures_title_a_stand_in_task_as_one(tmp_path, monkeypatch):
     import pandas as pd
     import pyarrow as pa
 
-    from scalestudy import plots
+    from scalestudy.analysis.figures import accuracy_vs_size, output
     from scalestudy.records import SCHEMA
 
     rows = []
@@ -470,7 +471,7 @@ def test_figures_title_a_stand_in_task_as_one(tmp_path, monkeypatch):
                    size=size, prior="random", stage="scratch", status="ok", test_acc=0.6)
         rows.append(row)
     titles = []
-    monkeypatch.setattr(plots, "save", lambda fig, *a, **k: titles.append(
-        fig._suptitle.get_text()) or plots.Drawn())
-    plots.plot_accuracy_vs_size(pd.DataFrame(rows), None, tmp_path, "text")
+    monkeypatch.setattr(accuracy_vs_size, "save", lambda fig, *a, **k: titles.append(
+        fig._suptitle.get_text()) or output.Drawn())
+    accuracy_vs_size.draw(pd.DataFrame(rows), None, tmp_path, "text")
     assert titles and titles[0].startswith("text (stand-in): test accuracy")

@@ -9,10 +9,11 @@ import torch
 from cells import TASK
 
 from scalestudy import tasks
-from scalestudy.models import ARCHITECTURES
-from scalestudy.pretrain import PretrainSpec, run_pretrain
+from scalestudy.architectures import ARCHITECTURES
 from scalestudy.records import read_records
-from scalestudy.train import RunSpec, build_classifier, run
+from scalestudy.study.specs import PretrainSpec, RunSpec
+from scalestudy.training.pretrain import run_pretrain
+from scalestudy.training.task import build_classifier, run
 
 
 def spec(prior="random", seed=7, arch="transformer", **train):
@@ -93,7 +94,7 @@ def test_tokens_seen_counts_every_real_token_trained_on(data_dir, tmp_path):
 def test_the_seed_reaches_the_initialisation_itself(data_dir, tmp_path, monkeypatch):
     """Not only the data order or dropout: the initial weights (as the prior left
     them, before any step) are the same for the same seed and differ for another."""
-    from scalestudy import train
+    from scalestudy.training import task as train
 
     initial = []
 
@@ -117,7 +118,8 @@ def test_warmup_cosine_schedule_values():
     it at `max_steps`, as the optimiser sees it (values written out by hand)."""
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.train import Classifier, TrainConfig
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import Classifier
 
     cfg = TrainConfig(lr=0.01, warmup_steps=4, max_steps=20, weight_decay=0.0)
     backbone = build_backbone("transformer", "xxs", 17, 16)
@@ -139,7 +141,8 @@ def test_s4_state_space_parameters_have_their_own_group():
     decay; every other parameter in the main group, each parameter in one group."""
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.train import Classifier, TrainConfig
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import Classifier
 
     cfg = TrainConfig(lr=0.01, weight_decay=0.05)
     backbone = build_backbone("s4", "xxs", 17, 16)
@@ -152,7 +155,8 @@ def test_s4_state_space_parameters_have_their_own_group():
     assert (main["initial_lr"], main["weight_decay"]) == (cfg.lr, 0.05)
     assert (ssm["initial_lr"], ssm["weight_decay"]) == (ssm_lr, 0.0)
     assert ssm["lr"] / main["lr"] == pytest.approx(ssm_lr / cfg.lr)
-    special = {id(p) for p in backbone.ssm_parameters().values()}
+    special = {id(getattr(m, name)) for m in backbone.modules()
+               for name in getattr(m, "optim_hints", dict)()}
     names = {id(p): n for n, p in model.named_parameters()}
     assert special and {id(p) for p in ssm["params"]} == special
     assert {names[i].rsplit(".", 1)[-1] for i in special} == {"log_A_real", "A_imag", "log_dt"}
@@ -169,7 +173,8 @@ def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
     is AdamW's: it matches the per-parameter loop to rounding."""
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.train import Classifier, TrainConfig, fused_adamw
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import Classifier, fused_adamw
 
     meta = [{"params": [torch.nn.Parameter(torch.empty(2, device="meta"))]}]
     assert fused_adamw(meta) is None
@@ -192,13 +197,13 @@ def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
 
 
 def test_a_crash_during_training_is_recorded_as_failed(data_dir, tmp_path, monkeypatch):
-    from scalestudy.train import Classifier
+    from scalestudy.training.modules import Classifier
 
     def crash(self, batch):
         raise RuntimeError("out of memory (simulated)")
 
     monkeypatch.setattr(Classifier, "training_loss", crash)
-    monkeypatch.setattr("scalestudy.train.flops_per_step", lambda module, batch: 1000)
+    monkeypatch.setattr("scalestudy.training.run.flops_per_step", lambda module, batch: 1000)
     record = run(spec(), data_dir, tmp_path / "run")  # no exception: the crash is data
     row = read_records(tmp_path / "run" / "record.parquet").iloc[0]
     for got in (record, row):
@@ -215,7 +220,7 @@ def test_non_finite_loss_is_recorded_as_diverged(data_dir, tmp_path):
 
 
 def test_plateau_rule_judges_the_best_loss_over_the_last_fifth():
-    from scalestudy.plateau import plateaued
+    from scalestudy.training.plateau import plateaued
 
     improving = [(10 * i, 2.0 - 0.1 * i) for i in range(1, 11)]  # 5% per interval
     assert not plateaued(improving, val_every=10)
@@ -315,7 +320,7 @@ def test_pretraining_keeps_the_checkpoint_of_lowest_validation_loss(data_dir, tm
     """Three validations logging 3, 1, 2 (by step): best.ckpt is the step-4 one,
     last.ckpt the step-6 one, and the record's loss is best.ckpt's re-validated
     (the scripted loss follows the weights, so re-validating them gives it again)."""
-    from scalestudy.pretrain import MaskedLM
+    from scalestudy.training.masked_lm import MaskedLM
 
     # The validations' losses in order; each set of weights keeps the loss it
     # was first given (every batch of a validation, and the re-validation).
@@ -345,7 +350,8 @@ def test_pretraining_keeps_the_checkpoint_of_lowest_validation_loss(data_dir, tm
 @pytest.mark.parametrize("prior", ["tfixup", "dtfixup", "random_noln"])
 def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     from scalestudy.models import build_backbone
-    from scalestudy.priors import fixup, get_prior
+    from scalestudy.priors import PRIORS
+    from scalestudy.training import fixup
 
     record = run(spec(prior=prior), data_dir, tmp_path / "run")
     assert record["status"] == "ok" and record["stage"] == "scratch"
@@ -353,7 +359,7 @@ def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     # The model the run builds: no LayerNorm, the prior's init, an optimiser at
     # its peak rate from the first step.
     run_spec = spec(prior=prior)
-    cfg = get_prior(prior).schedule(run_spec.train)
+    cfg = PRIORS[prior].schedule(run_spec.train)
     data = tasks.load("listops", TASK, data_dir)
     torch.manual_seed(0)
     model, report = build_classifier(run_spec, cfg, data, None)
@@ -460,7 +466,7 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
     import torch.nn.functional as F
 
     from scalestudy.models import build_backbone
-    from scalestudy.pretrain import MaskedLM
+    from scalestudy.training.masked_lm import MaskedLM
 
     spec = PretrainSpec.from_dict({
         "study": "t", "kind": "spt", "corpus": "listops", "arch": "transformer", "size": "xxs",
@@ -503,9 +509,9 @@ def test_spt_causal_pretrains_and_finetunes_a_causal_backbone(data_dir, tmp_path
         "study": "t", "task": "listops", "arch": "s4", "size": "xxs", "prior": "spt_causal",
         "seed": 0, "task_config": TASK, "train": {"protocol": "default"},
     })
-    from scalestudy.priors import get_prior
+    from scalestudy.priors import PRIORS
 
-    cfg = get_prior("spt_causal").schedule(run_spec.train)
+    cfg = PRIORS["spt_causal"].schedule(run_spec.train)
     assert cfg.causal and not run_spec.train.causal
     data = tasks.load("listops", TASK, data_dir)
     model, report = build_classifier(run_spec, cfg, data, tmp_path)

@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 from figure_checks import check_error_vs_compute_data, check_upstream_loss_data
 
-from scalestudy.names import PRIORS, TASKS
-from scalestudy.plots import DATA_COLUMNS, grid_figures
-from scalestudy.tables import TABLE_FILES
+from scalestudy.analysis.figures import Grid, grid_figures
+from scalestudy.analysis.figures.output import DATA_COLUMNS
+from scalestudy.analysis.tables import TABLE_FILES
+from scalestudy.priors import PRIORS
+from scalestudy.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +77,7 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     for stage, sub_dir in (("spt", "spt/listops"), ("upstream", "upstream")):
         for size in ("xxs", "xs", "s"):
             assert (out / f"pretrain/{sub_dir}/transformer/{size}/best.ckpt").exists(), stage
-    smoke_figures = grid_figures(TASKS, ["transformer"], ["xxs", "xs", "s"], PRIORS)
+    smoke_figures = grid_figures(Grid.of(TASKS, ["transformer"], ["xxs", "xs", "s"], PRIORS))
     assert {"error_vs_compute", "spt_vs_matched", "upstream_loss_vs_compute"} <= set(
         smoke_figures)
     for name in smoke_figures:
@@ -146,7 +148,7 @@ def job_priorities(dry_run: str) -> dict[tuple, int]:
 def check_longest_first(priorities: dict[tuple, int]) -> None:
     """A pretraining run comes before every run that waits for it; a larger size
     before a smaller one; the compute-matched run before the random one."""
-    from scalestudy.priors import needs_pretraining
+    from scalestudy.priors import PRIORS
 
     train = {tuple(v for _, v in key[1:]): p for key, p in priorities.items() if key[0] == "train"}
     pretrain = {}  # stage -> [(wildcards, priority)]
@@ -156,7 +158,7 @@ def check_longest_first(priorities: dict[tuple, int]) -> None:
             pretrain.setdefault(w.get("stage", "upstream"), []).append((w, p))
     assert train and pretrain
     for (arch, prior, seed, size, task), p in train.items():
-        stage = needs_pretraining(prior)
+        stage = PRIORS[prior].needs
         if stage:
             (before,) = [q for w, q in pretrain[stage] if (w["arch"], w["size"]) == (arch, size)
                          and w.get("task", task) == task]

@@ -8,12 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scalestudy.flops import count_params
 from scalestudy.models.evolved import ConvBranches, EvolvedTransformer
 from scalestudy.models.glu import GatedFeedForward, GLUTransformer
 from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer, TransformerBlock
 from scalestudy.models.universal import SIGNAL_SCALE, UniversalTransformer, timestep_signal
+from scalestudy.training.flops import count_params
 
 from model_checks import MAX_LEN, VOCAB, batch, build
 
@@ -87,13 +87,13 @@ def test_mos_keeps_its_init_inside_the_heads():
     backbone = build(MoSTransformer)
     expected = backbone.cfg.width**-0.5
     for head in (ClassifierHead(backbone, 10), MaskedLMHead(backbone, VOCAB)):
-        mos = head.out if isinstance(head, ClassifierHead) else head.mos
+        mos = head.out
         assert mos.latent.weight.std().item() == pytest.approx(expected, rel=0.2)
 
 
-def test_mos_backbone_announces_its_output():
+def test_mos_backbone_gives_the_heads_its_output_layer():
     model = build(MoSTransformer)
-    assert MoSTransformer.output == "mos"
+    assert isinstance(model.output_layer(model.cfg.width, 3), MixtureOfSoftmaxes)
     assert model.cfg.extra["mos_components"] == 4
     cfg = MoSTransformer.config_for("xxs", vocab_size=VOCAB, max_len=MAX_LEN,
                                     extra={"mos_components": 2})

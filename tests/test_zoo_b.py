@@ -9,14 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scalestudy.flops import count_flops, count_params
 from scalestudy.models.albert import Albert
 from scalestudy.models.funnel import Funnel, mean_pool
 from scalestudy.models.layers import Residual
 from scalestudy.models.performer import Performer, favor_attention, orthogonal_features
-from scalestudy.models.sizes import CPU_SIZES, SIZES, shape_for
 from scalestudy.models.switch import SwitchFeedForward, SwitchTransformer, load_balancing_loss
 from scalestudy.models.transformer import Transformer, TransformerBlock
+from scalestudy.study.ladder import CPU_SIZES, SIZES, shape_for
+from scalestudy.training.flops import count_flops, count_params
 
 from model_checks import batch, build, nonembed_params
 

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from scalestudy.models.convolutions import DynamicConv, LightConv
 from scalestudy.models.mixer import Mixer
 from scalestudy.models.s4 import S4, S4Unstructured
-from scalestudy.models.sizes import SIZES
 from scalestudy.models.transformer import Transformer
+from scalestudy.study.ladder import SIZES
 
 from model_checks import MAX_LEN, VOCAB, batch, build, nonembed_params
 
@@ -141,6 +141,13 @@ def test_s4_bidirectional_sums_a_forward_and_a_reversed_recurrence():
     torch.testing.assert_close(layer.ssm(u), forward + backward, atol=1e-4, rtol=0)
 
 
+def hinted(model) -> dict:
+    """The parameters with optimiser hints (`optim_hints` of their module), by name."""
+    return {f"{prefix}.{name}" if prefix else name: getattr(module, name)
+            for prefix, module in model.named_modules()
+            for name in getattr(module, "optim_hints", dict)()}
+
+
 def test_s4_init_and_ssm_parameters():
     model = build(S4)
     kernel = model.blocks[0].ssm.branch.kernel
@@ -150,8 +157,10 @@ def test_s4_init_and_ssm_parameters():
     torch.testing.assert_close(kernel.A_imag[0], torch.pi * torch.arange(n, dtype=torch.float32))
     dt = kernel.log_dt.exp()
     assert (dt >= model.cfg.extra["dt_min"]).all() and (dt <= model.cfg.extra["dt_max"]).all()
-    special = model.ssm_parameters()
+    special = hinted(model)
     assert len(special) == 3 * model.cfg.depth
+    kernel_hint = kernel.optim_hints()["log_dt"]
+    assert kernel_hint == {"weight_decay": 0.0, "lr": model.cfg.extra["ssm_lr"]}
     named = dict(model.named_parameters())
     assert all(named[name] is p for name, p in special.items())
     assert {name.rsplit(".", 1)[-1] for name in special} == {"log_dt", "log_A_real", "A_imag"}
@@ -175,4 +184,4 @@ def test_s4_unstructured_draws_a_at_random_and_is_otherwise_s4():
     s4 = build(S4)
     shapes = {k: v.shape for k, v in s4.state_dict().items()}
     assert {k: v.shape for k, v in model.state_dict().items()} == shapes
-    assert len(model.ssm_parameters()) == len(s4.ssm_parameters())
+    assert len(hinted(model)) == len(hinted(s4))

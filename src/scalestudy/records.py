@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,10 +17,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .faults import kill_point
-from .names import STAGES, STATUSES, UNTIL
+from .atomic import write_parquet
+from .priors import TASK_STAGES
+from .stages import STAGES
 
 SCHEMA_VERSION = 1
+STATUSES = ("ok", "diverged", "failed")
+# How a run's training ended: after max_steps, or at its validation loss's
+# plateau (train.until: plateau; training/plateau.py) with max_steps the cap.
+STOPPED_BY = ("max_steps", "plateau")
 
 SCHEMA = pa.schema(
     [
@@ -39,7 +42,7 @@ SCHEMA = pa.schema(
         ("stage", pa.string()),
         ("status", pa.string()),
         ("diverged_step", pa.int64()),  # null unless status == "diverged"
-        # "max_steps" or "plateau" (names.UNTIL); null when the fit did not end
+        # STOPPED_BY; null when the training did not end
         # (diverged, failed) and in records written before the field.
         ("stopped_by", pa.string()),
         ("error", pa.string()),  # the exception when status == "failed"
@@ -81,7 +84,8 @@ SCHEMA = pa.schema(
 # (the committed data/cache studies) reads with them null.
 ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by")
 
-CATEGORIES = {"stage": STAGES, "status": STATUSES, "stopped_by": (*UNTIL, None)}
+CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
+              "stopped_by": (*STOPPED_BY, None)}
 
 
 class RecordError(ValueError):
@@ -145,50 +149,6 @@ def validate(row: dict) -> pa.Table:
     return _check(table, "record")
 
 
-def current_umask() -> int:
-    """The process's umask, read without changing it where Linux tells it
-    (/proc/self/status); elsewhere set to 0o077 for an instant and restored, so
-    a file another thread creates meanwhile gets fewer permissions, never more."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
-
-
-def default_file_mode() -> int:
-    """The mode open() gives a new file: 0o666 less the umask (0o644 under the
-    usual 0o022, 0o640 under 0o027).
-
-    tempfile.mkstemp creates its file 0o600 whatever the umask, so every writer
-    that renames a temporary file into place sets this mode on it first:
-    results on a shared file system are then readable as the umask allows.
-    """
-    return 0o666 & ~current_umask()
-
-
-def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write Parquet to a temporary file beside `path`, then rename over it
-    (with the mode a new file gets under the umask, not mkstemp's 0o600)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        os.chmod(tmp, default_file_mode())
-        pq.write_table(table, tmp)
-        kill_point("write", path)  # fault injection (tests only): killed before the rename
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def data_checksum(data_dir: Path) -> str:
     """SHA-256 of the data a run reads. A task cache's manifest holds the
     checksum of its arrays (tasks/contract.py), which does not change when the
@@ -227,7 +187,7 @@ def error_line(error: BaseException) -> str:
 
 
 def write_record(row: dict, path: Path) -> None:
-    write_atomic(validate(row), path)
+    write_parquet(validate(row), path)
 
 
 def read_table(path: Path) -> pa.Table:
@@ -253,4 +213,4 @@ def collect(paths: Iterable[Path]) -> pd.DataFrame:
 def write_frame(frame: pd.DataFrame, path: Path) -> None:
     """Write a frame of records atomically, checked against the schema."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    write_atomic(_check(table, str(path)), path)
+    write_parquet(_check(table, str(path)), path)

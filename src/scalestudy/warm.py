@@ -44,9 +44,10 @@ from pathlib import Path
 SOCKET_ENV = "SCALESTUDY_WARM_SOCKET"
 DISABLE_ENV = "SCALESTUDY_WARM"
 # Imported once by the server, so that no job pays for them.
-PRELOAD = ("torch", "lightning", "scalestudy.train", "scalestudy.pretrain", "scalestudy.tasks",
-           "scalestudy.fits", "scalestudy.plots", "scalestudy.tables", "scalestudy.claims",
-           "scalestudy.records")
+PRELOAD = ("torch", "lightning", "scalestudy.training.task", "scalestudy.training.pretrain",
+           "scalestudy.tasks", "scalestudy.analysis.fits", "scalestudy.analysis.figures.draw",
+           "scalestudy.analysis.tables", "scalestudy.analysis.claims", "scalestudy.records",
+           "scalestudy.commands")
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _HEADER = struct.Struct("!Q")
 
@@ -140,7 +141,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         sys.argv = ["scalestudy", *request["argv"]]
         conn.sendall(f"pid {os.getpid()}\n".encode())
         _die_with_client(conn)
-        from .cli import run_command
+        from .commands import run_command
 
         code = run_command(request["argv"])
     except SystemExit as stop:

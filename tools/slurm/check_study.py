@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from scalestudy.study import task_grid
+from scalestudy.study.grid import task_grid
 
 
 def main(name: str, preset: Path, jobcomp: Path) -> None:

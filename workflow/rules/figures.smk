@@ -1,49 +1,66 @@
 # Figures and tables from the collected runs and their fits. Every figure is a
 # PNG (embedded in `snakemake --report`, with its caption), a PDF, and a CSV of
-# what it plots (its source data: panel, series, x, y and interval; plots.figure_data).
+# what it plots (its source data: panel, series, x, y and interval).
 
-from scalestudy.names import grid_figures
+from scalestudy.analysis.figures import Grid, grid_figures
 
-# The figures this study's grid feeds (scalestudy.names.grid_figures, the one list
-# `scalestudy plot` also follows): the upstream figures only with the `upstream`
-# prior, spt_vs_matched only with both `spt` and `scratch_matched`, arch_gap only with
-# the transformer and another architecture, alpha_per_arch from three sizes,
-# heldout_prediction from three, loss_vs_depth only under train.protocol: depth, and
-# error_vs_compute and accuracy_vs_size_{task} always. `scalestudy plot` draws each of
-# them, or, should every run it needs have failed, writes a notice saying why in its
-# place, so that no declared output can be missing; a figure the grid cannot feed is
-# not drawn at all. figures/index.md lists every figure with its file or the reason
-# it was not drawn. Name -> caption: workflow/report/<caption>.rst.
-FIGURE_CAPTIONS = grid_figures(
-    GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"], config["train"]["protocol"]
+# The figures this study's grid feeds (the figure registry's `feeds`), one job
+# each: e.g. the upstream figures only with the `upstream` prior, spt_vs_matched
+# only with both `spt` and `scratch_matched`, alpha_per_arch from three sizes,
+# and error_vs_compute and accuracy_vs_size_{task} always. A declared figure
+# that finds nothing to draw (every run it needs failed) writes a notice saying
+# why in its place, so that no declared output can be missing. figures/index.md
+# lists every figure of the registry with its files or the reason it was not
+# drawn. Each figure's caption is its registry entry's.
+DECLARED = grid_figures(
+    Grid.of(GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"],
+            config["train"]["protocol"])
 )
-FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in FIGURE_CAPTIONS]
-FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in FIGURE_CAPTIONS]
-FIGURE_DATA = [f"{OUT}/figures/{name}.csv" for name in FIGURE_CAPTIONS]
+FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in DECLARED]
+FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in DECLARED]
+FIGURE_DATA = [f"{OUT}/figures/{name}.csv" for name in DECLARED]
 FIGURE_INDEX = f"{OUT}/figures/index.md"
 TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv",
                                                "lra_accuracy.md", "heldout.csv", "heldout.md")]
 
 
-rule figures:
+rule figure:
     conda:
         CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",
     output:
-        [
-            report(
-                f"{OUT}/figures/{name}.png",
-                caption=f"../report/{caption}.rst",
-                category="Figures",
-                labels={"figure": name},
-            )
-            for name, caption in FIGURE_CAPTIONS.items()
-        ],
-        FIGURE_PDFS,
-        FIGURE_DATA,
-        index=report(
+        png=report(
+            f"{OUT}/figures/{{figure}}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
+        pdf=f"{OUT}/figures/{{figure}}.pdf",
+        data=f"{OUT}/figures/{{figure}}.csv",
+        entry=f"{OUT}/figures/index/{{figure}}.json",
+    wildcard_constraints:
+        figure=one_of(DECLARED),
+    params:
+        tasks=GRID["tasks"],
+        caption=lambda wc: DECLARED[wc.figure][0].caption,
+        out_dir=lambda wc, output: os.path.dirname(output.png),
+    log:
+        f"{OUT}/logs/figures/{{figure}}.log",
+    shell:
+        "scalestudy figure {input.runs:q} {input.fits:q} --name {wildcards.figure:q}"
+        " --out-dir {params.out_dir:q} --entry {output.entry:q} --tasks {params.tasks:q}"
+        " > {log:q} 2>&1"
+
+
+rule figure_index:
+    conda:
+        CONDA_ENV
+    input:
+        [f"{OUT}/figures/index/{name}.json" for name in DECLARED],
+    output:
+        report(
             FIGURE_INDEX,
             caption="../report/figure_index.rst",
             category="Figures",
@@ -51,14 +68,11 @@ rule figures:
         ),
     params:
         tasks=GRID["tasks"],
-        out_dir=lambda wc, output: os.path.dirname(output.index),
     log:
-        f"{OUT}/logs/figures.log",
-    # The figures are drawn side by side, one process each (scalestudy plot --workers).
-    threads: 2
+        f"{OUT}/logs/figures/index.log",
     shell:
-        "scalestudy plot {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
-        " --tasks {params.tasks:q} --workers {threads:q} > {log:q} 2>&1"
+        "scalestudy figure-index {input:q} --out {output:q} --tasks {params.tasks:q}"
+        " > {log:q} 2>&1"
 
 
 rule tables:
@@ -84,7 +98,7 @@ rule tables:
         f"{OUT}/tables/lra_accuracy.md",
         report(
             f"{OUT}/tables/heldout.csv",
-            caption="../report/heldout_prediction.rst",
+            caption="../report/heldout_table.rst",
             category="Tables",
             labels={"table": "held-out prediction of the largest size"},
         ),

@@ -1,8 +1,11 @@
-# Pretraining stages: one checkpoint shared by every run that needs it — per
-# arch x size for upstream, per arch x size x task for spt (self-pretraining).
+# Pretraining stages (scalestudy.stages): one checkpoint shared by every run
+# that needs it — per arch x size for a stage on the upstream corpus, per
+# arch x size x task for a stage on the task's own data (self-pretraining).
 # The record, written last, is the rule's output: best.ckpt is not declared, so
 # a pretraining run that diverged or failed (and has no checkpoint) is a
 # finished job, and the runs that need it record `failed` saying so.
+
+from scalestudy.stages import TASK_DIRECTORY, UPSTREAM_DIRECTORY
 
 
 rule upstream_corpus:
@@ -12,7 +15,7 @@ rule upstream_corpus:
         expand(f"{OUT}/data/upstream/{{split}}.pt", split=["train", "val", "test"]),
         manifest=f"{OUT}/data/upstream/manifest.json",
     params:
-        upstream=json.dumps(config["upstream"], sort_keys=True),
+        upstream=specs.as_json(config["upstream"]),
         out_dir=lambda wc, output: os.path.dirname(output.manifest),
     log:
         f"{OUT}/logs/data/upstream.log",
@@ -21,26 +24,26 @@ rule upstream_corpus:
         " > {log:q} 2>&1"
 
 
-# spt and spt_causal (the self-pretraining stages, priors.SELF_PRETRAINING).
-rule pretrain_spt:
+# The stages that pretrain on the task's own data (spt, spt_causal).
+rule pretrain_task:
     conda:
         CONDA_ENV
     input:
         rules.task_data.output,
     output:
-        record=f"{OUT}/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}/record.parquet",
+        record=f"{OUT}/{TASK_DIRECTORY}/record.parquet",
     wildcard_constraints:
-        stage="|".join(SELF_PRETRAINING),
+        stage=one_of(TASK_STAGES),
     params:
-        spec=lambda wc: pretrain_spec(wc, wc.stage),
+        spec=pretrain_spec,
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/pretrain/{{stage}}/{{task}}/{{arch}}/{{size}}.log",
+        f"{OUT}/logs/{TASK_DIRECTORY}.log",
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:
-        **training_resources(),
+        **TRAINING_RESOURCES,
     group:
         cpu_runs
     shell:
@@ -48,23 +51,26 @@ rule pretrain_spt:
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
+# The stages that pretrain on the upstream corpus (upstream).
 rule pretrain_upstream:
     conda:
         CONDA_ENV
     input:
         rules.upstream_corpus.output,
     output:
-        record=f"{PRETRAIN_DIR['upstream']}/record.parquet",
+        record=f"{OUT}/{UPSTREAM_DIRECTORY}/record.parquet",
+    wildcard_constraints:
+        stage=one_of(UPSTREAM_STAGES),
     params:
-        spec=lambda wc: pretrain_spec(wc, "upstream"),
+        spec=pretrain_spec,
         data_dir=lambda wc, input: os.path.dirname(input[0]),
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/pretrain/upstream/{{arch}}/{{size}}.log",
+        f"{OUT}/logs/{UPSTREAM_DIRECTORY}.log",
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:
-        **training_resources(),
+        **TRAINING_RESOURCES,
     group:
         cpu_runs
     shell:

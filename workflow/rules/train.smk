@@ -24,7 +24,7 @@ rule train:
     threads: config["trainer"]["threads"]
     priority: train_priority
     resources:
-        **training_resources(),
+        **TRAINING_RESOURCES,
     group:
         cpu_runs
     shell:

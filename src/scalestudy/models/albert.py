@@ -32,9 +32,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, closing_norm, make_norm, standard_init
-from .sizes import shape_for
 from .transformer import TransformerBlock
 
 
@@ -56,8 +56,6 @@ class FactorisedEmbedding(nn.Module):
 
 class Albert(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

@@ -46,9 +46,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, FeedForward, Residual, closing_norm, standard_init
-from .sizes import shape_for
 
 
 def paper_kernel_sizes(depth: int) -> tuple[int, ...]:
@@ -155,7 +155,6 @@ def init_weights(module: nn.Module) -> None:
 class ConvolutionEncoder(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
 
-    causal_ok = True
     arch = ""
     conv: type[ConvBranch] = ConvBranch
 

@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, Residual, SelfAttention, closing_norm, make_norm, standard_init
-from .sizes import shape_for
 
 ACTIVATIONS = {"relu": F.relu, "swish": F.silu}
 
@@ -153,8 +153,6 @@ def init_weights(module: nn.Module) -> None:
 
 class EvolvedTransformer(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

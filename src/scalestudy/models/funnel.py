@@ -42,9 +42,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
-from .sizes import shape_for
 from .transformer import TransformerBlock
 
 
@@ -118,8 +118,6 @@ def decoder_depth(depth: int) -> int:
 class Funnel(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden [B, T', D] with T' = ceil(T / 2^(groups-1)),
     or T' = T with cfg.token_outputs."""
-
-    causal_ok = False
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

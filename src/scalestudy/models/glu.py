@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, Residual, SelfAttention, closing_norm, standard_init
-from .sizes import shape_for
 
 ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu}
 
@@ -68,8 +68,6 @@ class GLUBlock(nn.Module):
 
 class GLUTransformer(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

@@ -6,9 +6,10 @@ ones) and the head classifies [u, v, u*v, u-v] of their pooled states u and v,
 as LRA's dual-encoder head (Tay et al. 2021, lra_benchmarks/models/layers/
 common_layers.py, classifier_head_dual).
 
-A backbone whose class declares `output = "mos"` gets a mixture-of-softmaxes
-output layer (models/mos.py) instead of a linear one; it returns
-log-probabilities, which cross-entropy and argmax take as logits unchanged.
+A backbone that defines `output_layer(width, n_out)` gets that output layer
+instead of a linear one: the MoS transformer's mixture of softmaxes
+(models/mos.py), which returns log-probabilities that cross-entropy and
+argmax take as logits unchanged.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from .mos import MixtureOfSoftmaxes
 
 POOLINGS = ("mean", "max", "first")
 
@@ -34,12 +33,10 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
     raise ValueError(f"pooling: got {how!r}, accepted values: {', '.join(POOLINGS)}")
 
 
-def output_layer(backbone: nn.Module, n_out: int) -> nn.Module:
-    """The output layer a backbone asks for: linear, or mixture of softmaxes."""
-    width = backbone.cfg.width
-    if getattr(backbone, "output", "linear") == "mos":
-        return MixtureOfSoftmaxes(width, n_out, backbone.cfg.extra["mos_components"])
-    return nn.Linear(width, n_out)
+def output_layer(backbone: nn.Module, width: int, n_out: int) -> nn.Module:
+    """The output layer a backbone asks for (its `output_layer`), else linear."""
+    make = getattr(backbone, "output_layer", None)
+    return make(width, n_out) if make is not None else nn.Linear(width, n_out)
 
 
 class ClassifierHead(nn.Module):
@@ -57,7 +54,7 @@ class ClassifierHead(nn.Module):
         self.pooling, self.pair = pooling, pair
         width = backbone.cfg.width
         self.hidden = nn.Linear(4 * width if pair else width, width)
-        self.out = output_layer(backbone, n_classes)
+        self.out = output_layer(backbone, width, n_classes)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         pooled = pool(hidden, mask, self.pooling)

@@ -7,10 +7,13 @@ ALBERT: its token table has width E < D, and its own MLM head maps D -> E in
 the dense layer before the tied E-wide decoder; this head does the same for
 every backbone (the dense layer maps D -> E, the embedding width, which is D
 everywhere but ALBERT), so the tying needs no extra projection.
-Mixture of softmaxes (a backbone announcing `output = "mos"`): the output layer
-is `MixtureOfSoftmaxes` (Yang et al. 2018) over the transformed E-wide state,
-its shared decoder W tied to the token embedding (shapes always agree, [V, E]),
-returning log-probabilities, which cross-entropy takes as logits unchanged.
+The output layer is the one the backbone asks for (heads.output_layer): a
+linear decoder, or the MoS transformer's `MixtureOfSoftmaxes` (Yang et al.
+2018) over the transformed E-wide state, its shared decoder W tied to the
+token embedding (shapes always agree, [V, E]), returning log-probabilities,
+which cross-entropy takes as logits unchanged. An output layer that keeps its
+own initialisation (`keeps_own_init`: MoS) is reset after the head's
+standard init, and one with a `tied_projection` ties that layer.
 
 The tied parameter is registered in both the backbone and the head (as Hugging
 Face heads do): `parameters()` yields it once, and a state dict holds it under
@@ -23,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .heads import output_layer
 from .layers import standard_init
-from .mos import MixtureOfSoftmaxes
 
 
 def token_embedding(backbone: nn.Module) -> nn.Embedding:
@@ -53,25 +56,18 @@ class MaskedLMHead(nn.Module):
         width, embed_dim = backbone.cfg.width, table.embedding_dim
         self.dense = nn.Linear(width, embed_dim)
         self.norm = nn.LayerNorm(embed_dim)
-        if getattr(backbone, "output", None) == "mos":
-            self.decoder = None
-            self.mos = MixtureOfSoftmaxes(
-                embed_dim, vocab_size, backbone.cfg.extra["mos_components"]
-            )
-        else:
-            self.decoder = nn.Linear(embed_dim, vocab_size)
-            self.mos = None
+        self.out = output_layer(backbone, embed_dim, vocab_size)
         self.apply(standard_init)  # before tying: it would re-draw the embedding
-        if self.mos is not None:
-            self.mos.reset_parameters()  # MoS keeps its own init (models/mos.py)
+        if getattr(self.out, "keeps_own_init", False):
+            self.out.reset_parameters()
         # Tied: the output layer's weight IS the embedding parameter (each layer keeps its bias).
-        self.output_layer.weight = table.weight
+        self.tied_layer.weight = table.weight
 
     @property
-    def output_layer(self) -> nn.Linear:
+    def tied_layer(self) -> nn.Linear:
         """The [vocab, E] layer tied to the token embedding (MoS: its shared decoder W)."""
-        return self.mos.decoder if self.mos is not None else self.decoder
+        project = getattr(self.out, "tied_projection", None)
+        return project() if project is not None else self.out
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        h = self.norm(F.gelu(self.dense(hidden)))
-        return self.mos(h) if self.mos is not None else self.decoder(h)
+        return self.out(self.norm(F.gelu(self.dense(hidden))))

@@ -43,9 +43,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import FeedForward, Residual, closing_norm, standard_init
-from .sizes import shape_for
 
 
 def causal_masks(max_len: int, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,8 +106,6 @@ class MixerBlock(nn.Module):
 
 class Mixer(nn.Module):
     """Token ids [B, T <= max_len] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

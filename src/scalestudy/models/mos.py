@@ -2,9 +2,9 @@
 Bottleneck"), the MoS-Transformer of Tay et al. 2022.
 
 The mechanism is an output layer, so it lives with the heads: the backbone
-`MoSTransformer` is the vanilla encoder body unchanged, and only announces
-`output = "mos"` and `cfg.extra["mos_components"]` so that the heads put a
-`MixtureOfSoftmaxes` on their token-prediction or class output. Its
+`MoSTransformer` is the vanilla encoder body unchanged, and only gives the
+heads its `output_layer`, a `MixtureOfSoftmaxes` of `cfg.extra["mos_components"]`
+components, for their token-prediction or class output. Its
 non-embedding parameters are therefore exactly the vanilla transformer's; the
 MoS layer's own parameters are counted with the head. A causal mode exists (the
 body is the vanilla one).
@@ -33,14 +33,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig
 from .layers import standard_init
-from .sizes import shape_for
 from .transformer import Transformer
 
 
 class MixtureOfSoftmaxes(nn.Module):
     """Hidden [..., D] -> log-probabilities [..., n_out] of a K-component MoS."""
+
+    keeps_own_init = True  # a head's standard init is undone (reset_parameters)
 
     def __init__(self, width: int, n_out: int, n_components: int = 4, dropout: float = 0.0):
         super().__init__()
@@ -68,12 +70,16 @@ class MixtureOfSoftmaxes(nn.Module):
         # log sum_k pi_k p_k, without leaving log space.
         return torch.logsumexp(log_prior.unsqueeze(-1) + log_component, dim=-2)
 
+    def tied_projection(self) -> nn.Linear:
+        """The [n_out, D] layer a masked-LM head ties to the token embedding."""
+        return self.decoder
+
 
 class MoSTransformer(Transformer):
     """The vanilla encoder body; the heads add the MoS output (see module doc)."""
 
-    causal_ok = True
-    output = "mos"
+    def output_layer(self, width: int, n_out: int) -> MixtureOfSoftmaxes:
+        return MixtureOfSoftmaxes(width, n_out, self.cfg.extra["mos_components"])
 
     @staticmethod
     def config_for(size: str, protocol: str = "default", **common) -> BackboneConfig:

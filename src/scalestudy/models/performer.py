@@ -35,9 +35,9 @@ import math
 import torch
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
-from .sizes import shape_for
 
 CAUSAL_CHUNK = 128  # positions per chunk of the causal prefix sum
 
@@ -157,8 +157,6 @@ class PerformerBlock(nn.Module):
 
 class Performer(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

@@ -36,9 +36,10 @@ Simplified: no position embedding is needed or used; plain (not tied) dropout;
 LayerNorm per cfg.norm (the repository often uses post-norm or BatchNorm).
 
 Optimiser: the S4 papers train A and dt with lr 1e-3 and no weight decay
-(`extra["ssm_lr"]`). `S4.ssm_parameters()` returns those parameters by name
-(`...log_dt`, `...log_A_real`, `...A_imag`) so the optimiser can put them in
-their own group; nothing here enforces it.
+(`extra["ssm_lr"]`). The kernel says so for its own parameters
+(`S4DKernel.optim_hints`, after the `_optim` attributes of state-spaces/s4's
+s4d.py, kept on the module so that a copied model keeps them), and the
+training module gives them their own AdamW group.
 
 `fixup_weights` of the S4D branch returns its output projection (there is no
 input projection); the FFN returns both of its weights.
@@ -62,9 +63,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import FeedForward, Residual, closing_norm, standard_init
-from .sizes import shape_for
 
 SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
 A_INITS = ("lin", "random")  # S4D-Lin (structured) or random A (Amos et al.'s ablation)
@@ -74,19 +75,25 @@ class S4DKernel(nn.Module):
     """The convolution kernels [channels, D, L] of D diagonal SSMs."""
 
     def __init__(self, width: int, d_state: int, channels: int, dt_min: float, dt_max: float,
-                 a_init: str = "lin"):
+                 a_init: str = "lin", lr: float | None = None):
         super().__init__()
         if d_state % 2:
             raise ValueError(f"d_state: got {d_state}, must be even (conjugate pairs)")
         if a_init not in A_INITS:
             raise ValueError(f"a_init: got {a_init!r}, accepted values: {', '.join(A_INITS)}")
-        self.dt_min, self.dt_max, self.a_init = dt_min, dt_max, a_init
+        self.dt_min, self.dt_max, self.a_init, self.lr = dt_min, dt_max, a_init, lr
         modes = d_state // 2
         self.log_dt = nn.Parameter(torch.empty(width))
         self.log_A_real = nn.Parameter(torch.empty(width, modes))
         self.A_imag = nn.Parameter(torch.empty(width, modes))
         # Complex C stored as (real, imag) pairs so optimisers and state dicts stay real.
         self.C = nn.Parameter(torch.empty(channels, width, modes, 2))
+
+    def optim_hints(self) -> dict[str, dict]:
+        """AdamW settings of A and dt (by parameter name): the S4 papers' own
+        learning rate (at most the run's) and no weight decay."""
+        hint = {"weight_decay": 0.0} | ({} if self.lr is None else {"lr": self.lr})
+        return dict.fromkeys(SSM_PARAMETER_NAMES, hint)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -131,6 +138,7 @@ class S4DLayer(nn.Module):
         self.kernel = S4DKernel(
             cfg.width, cfg.extra["d_state"], 2 if self.bidirectional else 1,
             cfg.extra["dt_min"], cfg.extra["dt_max"], cfg.extra.get("a_init", "lin"),
+            cfg.extra["ssm_lr"],
         )
         self.D = nn.Parameter(torch.empty(cfg.width))
         self.drop = nn.Dropout(cfg.dropout)
@@ -189,7 +197,6 @@ def s4d_layer_params(width: int, d_state: int, channels: int) -> int:
 class S4(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
 
-    causal_ok = True
     arch = "s4"
     a_init = "lin"
 
@@ -214,14 +221,6 @@ class S4(nn.Module):
         extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3,
                  "a_init": cls.a_init}
         return BackboneConfig.from_shape(cls.arch, shape, d_ff=d_ff, extra=extra, **common)
-
-    def ssm_parameters(self) -> dict[str, nn.Parameter]:
-        """The A and dt parameters by name, for their own optimiser group
-        (lr `cfg.extra["ssm_lr"]`, no weight decay, as in the S4 papers)."""
-        return {
-            name: p for name, p in self.named_parameters()
-            if name.rsplit(".", 1)[-1] in SSM_PARAMETER_NAMES
-        }
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
         x = self.drop(self.embed(tokens))

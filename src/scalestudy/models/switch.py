@@ -40,9 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
-from .sizes import shape_for
 
 DEFAULTS = {"experts": 4, "capacity_factor": 1.25, "balance_alpha": 0.01}
 
@@ -132,8 +132,6 @@ class SwitchTransformer(nn.Module):
 
     cfg.d_ff is the hidden size of one expert.
     """
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

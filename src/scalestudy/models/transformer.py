@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
-from .sizes import shape_for
 
 
 class TransformerBlock(nn.Module):
@@ -30,8 +30,6 @@ class TransformerBlock(nn.Module):
 
 class Transformer(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

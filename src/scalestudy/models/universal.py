@@ -31,9 +31,9 @@ import math
 import torch
 from torch import nn
 
+from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, closing_norm, standard_init
-from .sizes import shape_for
 from .transformer import TransformerBlock
 
 SIGNAL_SCALE = 0.02  # the standard init's embedding std (layers.standard_init)
@@ -50,8 +50,6 @@ def timestep_signal(step: int, width: int, device=None, dtype=None) -> torch.Ten
 
 class UniversalTransformer(nn.Module):
     """Token ids [B, T] and mask [B, T] -> hidden states [B, T, D]."""
-
-    causal_ok = True
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()

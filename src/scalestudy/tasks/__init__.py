@@ -3,15 +3,20 @@ the real release (`source: lra`, files in `lra_dir`) or made by an offline
 stand-in that needs no download (each task's default source), behind one data
 contract (tasks/contract.py).
 
-One module per task owns its config dataclass, its release reader and its
-stand-in: listops, text (IMDb), retrieval (AAN), image (CIFAR-10), pathfinder
-(Pathfinder and Path-X). `prepare` converts a source once into the contract's
-cached arrays and manifest; `load` reads them back as tensors, and is all that
-training and pretraining read. `check_releases` refuses a study whose release
-files are missing before any job runs. The config dataclasses' defaults are
-config/config.yaml's task sections (tests/test_tasks.py keeps them equal).
-Only `load` needs torch (and `prepare`, for the masking ratios of
-priors/masking.py).
+`TASKS` is the task registry. One module per task owns its config dataclass
+(each option declared with its description and bounds, scalestudy.options:
+the study schema's `tasks.<task>` section is made from it), its release reader
+and its stand-in: listops, text (IMDb), retrieval (AAN), image (CIFAR-10),
+pathfinder (Pathfinder and Path-X). Its registry entry adds what the rest of
+the study needs: the self-pretraining mask ratio (Amos et al. 2023: ListOps
+10%, Text and Retrieval 15%, Image, Pathfinder and Path-X 50%).
+
+`prepare` converts a source once into the contract's cached arrays and
+manifest; `load` reads them back as tensors, and is all that training and
+pretraining read. `check_releases` refuses a study whose release files are
+missing before any job runs. A study states only the task options it changes
+(config/config.yaml lists the defaults, which tests/test_tasks.py keeps equal
+to the dataclasses'). Importing the package imports no torch; `load` does.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..names import TASKS
 from ..records import LRA_RELEASE
+from ..registry import Registry
 from . import contract, image, listops, pathfinder, retrieval, text
 
 LRA_ARCHIVE = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
@@ -33,20 +38,23 @@ LRA_REPOSITORY = "https://github.com/google-research/long-range-arena"
 
 @dataclass(frozen=True)
 class Task:
-    """A task's module (its readers, stand-in and release) and config class."""
+    """A task: its module (readers, stand-in, release files), its config
+    dataclass, and its self-pretraining mask ratio."""
 
+    name: str
     module: ModuleType
     config: type
+    mask_ratio: float
 
 
-TASK_TABLE: dict[str, Task] = {
-    "listops": Task(listops, listops.ListOpsConfig),
-    "text": Task(text, text.TextConfig),
-    "retrieval": Task(retrieval, retrieval.RetrievalConfig),
-    "image": Task(image, image.ImageConfig),
-    "pathfinder": Task(pathfinder, pathfinder.PathfinderConfig),
-    "pathx": Task(pathfinder, pathfinder.PathXConfig),
-}
+TASKS: Registry[Task] = Registry("task", [
+    Task("listops", listops, listops.ListOpsConfig, mask_ratio=0.10),
+    Task("text", text, text.TextConfig, mask_ratio=0.15),
+    Task("retrieval", retrieval, retrieval.RetrievalConfig, mask_ratio=0.15),
+    Task("image", image, image.ImageConfig, mask_ratio=0.50),
+    Task("pathfinder", pathfinder, pathfinder.PathfinderConfig, mask_ratio=0.50),
+    Task("pathx", pathfinder, pathfinder.PathXConfig, mask_ratio=0.50),
+])
 
 
 @dataclass
@@ -77,9 +85,7 @@ class MissingRelease(FileNotFoundError):
 
 def task_config(task: str, cfg: dict):
     """The task's config dataclass from its study section, checked."""
-    if task not in TASKS:
-        raise ValueError(f"task: unknown {task!r}, accepted values: {', '.join(TASKS)}")
-    entry = TASK_TABLE[task]
+    entry = TASKS[task]
     fields = {f.name for f in dataclasses.fields(entry.config)}
     unknown = set(cfg) - fields
     if unknown:
@@ -107,7 +113,7 @@ def check_releases(config: dict, root: Path | str = ".") -> None:
         cfg = config["tasks"].get(task, {})
         if cfg.get("source") != "lra":
             continue
-        module, task_cfg = TASK_TABLE[task].module, task_config(task, cfg)
+        module, task_cfg = TASKS[task].module, task_config(task, cfg)
         lra_dir = Path(task_cfg.lra_dir)
         where = lra_dir if lra_dir.is_absolute() else Path(root) / lra_dir
         expected = module.release_files(task_cfg)
@@ -136,10 +142,8 @@ def check_releases(config: dict, root: Path | str = ".") -> None:
 def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
     """Convert the task's source into the data contract in out_dir, all or
     nothing; returns the manifest."""
-    from ..priors.masking import MASK_RATIOS
-
     config = task_config(task, cfg)
-    module = TASK_TABLE[task].module
+    module = TASKS[task].module
     splits = module.build(config)
     for split, arrays in splits.items():
         if not len(arrays.labels):
@@ -148,7 +152,7 @@ def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
         "task": task, "source": config.source, "standin": module.standin(config),
         "n_classes": module.n_classes(config), "vocab": module.VOCAB_NAME,
         "vocab_size": module.VOCAB_SIZE,
-        "mask_ratio": MASK_RATIOS[task], "config": dataclasses.asdict(config),
+        "mask_ratio": TASKS[task].mask_ratio, "config": dataclasses.asdict(config),
     }
     return contract.write(out_dir, splits, manifest)
 

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Sequence
@@ -35,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..faults import kill_point
-from ..records import current_umask, default_file_mode
+from ..atomic import replacing_directory
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
@@ -113,29 +109,10 @@ def write(out_dir: Path, splits: dict[str, Split], manifest: dict) -> dict:
                                         sorted(Counter(splits[name].labels.tolist()).items())}}
                 for name in SPLITS},
     )
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
+    with replacing_directory(out_dir, kill_at="data") as staged:
         for name in SPLITS:
             np.savez(staged / f"{name}.npz", **splits[name].arrays())
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        for path in staged.iterdir():
-            os.chmod(path, default_file_mode())
-        os.chmod(staged, 0o777 & ~current_umask())  # mkdtemp made it 0o700
-        # Swap whole directories: the old cache (if any) goes aside, the new
-        # one takes its name, and only then is the old one removed.
-        kill_point("data", out_dir)  # fault injection (tests only)
-        old = None
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old."))
-            out_dir.rename(old / "d")
-        staged.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..options import option
 from .contract import BYTE_VOCAB, PIXELS, Split, byte_ids, make_split
 
 SOURCES = ("digits", "lra")
@@ -43,10 +44,17 @@ VOCAB_NAME = PIXELS
 
 @dataclass(frozen=True)
 class ImageConfig:
-    source: str = "digits"  # or "lra": CIFAR-10's python batches in lra_dir
-    lra_dir: str = "data/lra_release/cifar10"
-    image_size: int = 8  # digits: side after enlarging (multiple of 8); lra: 32
-    seed: int = 0
+    """LRA Image: CIFAR-10 as 1,024 grayscale pixel tokens (source lra), or the
+    stand-in (source digits) of scikit-learn's bundled 8x8 handwritten digits."""
+
+    source: str = option("digits", """digits: scikit-learn's handwritten digits, installed with
+        it (no download), split 80/10/10; lra: CIFAR-10's python batches in
+        lra_dir/cifar-10-batches-py/ (validation = last 10% of train)""", enum=SOURCES)
+    lra_dir: str = option("data/lra_release/cifar10", """directory holding cifar-10-batches-py/
+        (unpacked cifar-10-python.tar.gz); used when source is lra""")
+    image_size: int = option(8, """side of the image in pixels (tokens = side^2); digits: a
+        multiple of 8 (enlarged by pixel repetition); lra: 32""", minimum=8)
+    seed: int = option(0, "digits; seed of the 80/10/10 split", minimum=0)
 
     def __post_init__(self) -> None:
         if self.source == "lra" and self.image_size != CIFAR_SIZE:

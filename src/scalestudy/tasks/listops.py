@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..options import option
 from .contract import Split, make_split
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
@@ -43,16 +44,26 @@ def release_source(cfg: ListOpsConfig) -> tuple[str | None, str]:
 
 @dataclass(frozen=True)
 class ListOpsConfig:
-    source: str = "generate"  # or "lra": read the release files in lra_dir
-    lra_dir: str = "data/lra_release/listops-1000"
-    n_train: int = 4000
-    n_val: int = 300
-    n_test: int = 500
-    max_depth: int = 3
-    max_args: int = 5
-    min_length: int = 4
-    max_length: int = 48
-    seed: int = 0
+    """ListOps, generated with LRA's rules or read from LRA's release."""
+
+    source: str = option("generate", """generate: draw examples with LRA's generator (no
+        download); lra: read LRA's release files basic_{train,val,test}.tsv from lra_dir (the
+        n_*, max_depth, max_args, min_length and seed keys are then unused)""", enum=SOURCES)
+    lra_dir: str = option("data/lra_release/listops-1000", """directory holding the release's
+        basic_{train,val,test}.tsv (the listops-1000/ directory of lra_release.gz from the
+        google-research/long-range-arena repository); relative paths are relative to the
+        working directory; used when source is lra""")
+    n_train: int = option(4000, "number of generated training examples", minimum=1)
+    n_val: int = option(300, "number of generated validation examples", minimum=1)
+    n_test: int = option(500, "number of generated test examples", minimum=1)
+    max_depth: int = option(3, "maximum depth of a generated expression tree", minimum=1)
+    max_args: int = option(5, "maximum number of arguments of a generated operator", minimum=2)
+    min_length: int = option(4, """a generated example is kept only when it has more tokens
+        than this (LRA's tokenisation)""", minimum=0)
+    max_length: int = option(48, """a generated example is kept only when it has fewer tokens
+        than this; also the padded sequence length the models see, so every example
+        (generated or from the release) must fit in it""", minimum=2)
+    seed: int = option(0, "seed of the generator (the data, not the training runs)", minimum=0)
 
     def __post_init__(self) -> None:
         if self.source == "generate" and self.min_length + 1 >= self.max_length:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..options import option
 from .contract import BYTE_VOCAB, PIXELS, SPLITS, Split, byte_ids, make_split
 
 SOURCES = ("generate", "lra")
@@ -46,22 +47,35 @@ CONTOUR, MARKER = 160, 255
 CLEARANCE = 2  # empty pixels between two contours (so a distance <= 2 link never crosses)
 DIRECTIONS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
+LRA_DIR_DOC = """the release's pathfinder32/ (pathfinder) or pathfinder128/ (pathx) directory;
+    used when source is lra"""
+IMAGE_SIZE_DOC = """side of the image in pixels (tokens = side^2): LRA's Pathfinder 32, Path-X
+    128; the release's images must have it"""
 
 
 @dataclass(frozen=True)
 class PathfinderConfig:
-    source: str = "generate"  # or "lra": the release's PNGs and metadata in lra_dir
-    lra_dir: str = "data/lra_release/pathfinder32"
-    difficulty: str = "curv_contour_length_14"
-    image_size: int = 32
-    contour_length: int = 6  # paddles per contour
-    dash: int = 2  # pixels per paddle
-    distractors: int = 2
-    curvature: float = 0.5  # probability of a 45-degree turn between paddles
-    n_train: int = 2000
-    n_val: int = 200
-    n_test: int = 200
-    seed: int = 0
+    """LRA Pathfinder (pathx: Path-X): are the two marked end points joined by a
+    dashed contour? Images of the release (source lra) or of our generator
+    (source generate), as pixel tokens."""
+
+    source: str = option("generate", """generate: the offline stand-in, our generator; lra: the
+        release's metadata/*.npy and PNGs under lra_dir/difficulty (split 80/10/10)""",
+                         enum=SOURCES)
+    lra_dir: str = option("data/lra_release/pathfinder32", LRA_DIR_DOC)
+    difficulty: str = option("curv_contour_length_14", """lra; the release's difficulty
+        directory (14 is the hardest)""", enum=DIFFICULTIES)
+    image_size: int = option(32, IMAGE_SIZE_DOC, minimum=8)
+    contour_length: int = option(6, "generate; paddles per contour", minimum=1)
+    dash: int = option(2, "generate; pixels per paddle (paddles are one pixel apart)", minimum=1)
+    distractors: int = option(2, "generate; contours besides the two that carry the markers",
+                              minimum=0)
+    curvature: float = option(0.5, """generate; probability of a 45-degree turn between two
+        paddles""", minimum=0, maximum=1)
+    n_train: int = option(2000, "stand-in; training examples (at most)", minimum=1)
+    n_val: int = option(200, "stand-in; validation examples (at most)", minimum=1)
+    n_test: int = option(200, "stand-in; test examples (at most)", minimum=1)
+    seed: int = option(0, "seed of the stand-in's data (not of the training runs)", minimum=0)
 
     def __post_init__(self) -> None:
         if self.difficulty not in DIFFICULTIES:
@@ -77,11 +91,12 @@ class PathfinderConfig:
 class PathXConfig(PathfinderConfig):
     """Path-X: Pathfinder at 128x128, with longer contours."""
 
-    lra_dir: str = "data/lra_release/pathfinder128"
-    image_size: int = 128
-    contour_length: int = 16
-    dash: int = 3
-    distractors: int = 6
+    lra_dir: str = option("data/lra_release/pathfinder128", LRA_DIR_DOC)
+    image_size: int = option(128, IMAGE_SIZE_DOC, minimum=8)
+    contour_length: int = option(16, "generate; paddles per contour", minimum=1)
+    dash: int = option(3, "generate; pixels per paddle (paddles are one pixel apart)", minimum=1)
+    distractors: int = option(6, "generate; contours besides the two that carry the markers",
+                              minimum=0)
 
 
 def release_files(cfg: PathfinderConfig) -> list[str]:

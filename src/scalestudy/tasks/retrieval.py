@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..options import option
 from . import pycorpus
 from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
@@ -35,14 +36,23 @@ N_CLASSES = 2
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    source: str = "stdlib"  # or "lra": the AAN pair files in lra_dir
-    lra_dir: str = "data/lra_release/tsv_data"
-    seq_len: int = 512  # per document
-    stdlib_dir: str = ""  # "" = the running Python's standard library
-    n_train: int = 2000
-    n_val: int = 200
-    n_test: int = 200
-    seed: int = 0
+    """LRA Retrieval: do two documents match? ACL Anthology citation pairs
+    (source lra), or the stand-in (source stdlib) of pairs of standard-library
+    byte windows matched when from the same file; the model encodes both and
+    classifies [u, v, u*v, u-v]."""
+
+    source: str = option("stdlib", """stdlib: the offline stand-in (no download); lra: the
+        release's new_aan_pairs.{train,eval,test}.tsv in lra_dir""", enum=SOURCES)
+    lra_dir: str = option("data/lra_release/tsv_data", """directory holding
+        new_aan_pairs.{train,eval,test}.tsv (tsv_data/ of lra_release.gz); used when source is
+        lra""")
+    seq_len: int = option(512, "bytes per document, each of the two (LRA uses 4000)", minimum=2)
+    stdlib_dir: str = option("", """stdlib; the standard library to read ("" for the running
+        Python's)""")
+    n_train: int = option(2000, "stand-in; training examples (at most)", minimum=1)
+    n_val: int = option(200, "stand-in; validation examples (at most)", minimum=1)
+    n_test: int = option(200, "stand-in; test examples (at most)", minimum=1)
+    seed: int = option(0, "seed of the stand-in's data (not of the training runs)", minimum=0)
 
 
 def release_files(cfg: RetrievalConfig) -> list[str]:

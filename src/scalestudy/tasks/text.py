@@ -17,11 +17,12 @@ at n_train / n_val / n_test examples, drawn with `seed`.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..options import option
 from . import pycorpus
 from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
@@ -33,15 +34,25 @@ VOCAB_NAME = BYTES
 
 @dataclass(frozen=True)
 class TextConfig:
-    source: str = "stdlib"  # or "lra": aclImdb/ in lra_dir
-    lra_dir: str = "data/lra_release/imdb"
-    seq_len: int = 512
-    packages: tuple[str, ...] = field(default=("asyncio", "email"))
-    stdlib_dir: str = ""  # "" = the running Python's standard library
-    n_train: int = 2000
-    n_val: int = 200
-    n_test: int = 200
-    seed: int = 0
+    """LRA Text: byte-level classification of IMDb reviews (source lra), or the
+    stand-in (source stdlib) of byte windows of the Python standard library's
+    sources classified by package."""
+
+    source: str = option("stdlib", """stdlib: the offline stand-in (no download); lra: the
+        reviews of aclImdb/{train,test}/{pos,neg}/*.txt under lra_dir (validation = a fixed 10%
+        of train)""", enum=SOURCES)
+    lra_dir: str = option("data/lra_release/imdb", """directory holding aclImdb/ (unpacked
+        aclImdb_v1.tar.gz); used when source is lra""")
+    seq_len: int = option(512, "bytes per document (longer ones are cut; LRA uses 4000)",
+                          minimum=2)
+    packages: tuple[str, ...] = option(("asyncio", "email"), """stdlib: the standard-library
+        packages whose files are the classes (one class each)""", minItems=2, uniqueItems=True)
+    stdlib_dir: str = option("", """stdlib; the standard library to read ("" for the running
+        Python's)""")
+    n_train: int = option(2000, "stand-in; training examples (at most)", minimum=1)
+    n_val: int = option(200, "stand-in; validation examples (at most)", minimum=1)
+    n_test: int = option(200, "stand-in; test examples (at most)", minimum=1)
+    seed: int = option(0, "seed of the stand-in's data (not of the training runs)", minimum=0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "packages", tuple(self.packages))

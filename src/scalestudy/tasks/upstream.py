@@ -38,11 +38,12 @@ import json
 import os
 import random
 import sysconfig
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..atomic import replacing_directory
 
 PAD_ID, MASK_ID, CLS_ID = 0, 1, 2
 N_SPECIAL = 3
@@ -257,19 +258,10 @@ def prepare(cfg: UpstreamConfig, out_dir: Path) -> dict[str, int]:
     counts = {split: len(tokens[split]) for split in SPLITS}
     manifest = {"config": dataclasses.asdict(cfg), "vocab_size": VOCAB_SIZE,
                 "sequences": counts, "documents": used}
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
-        staged = split_files(Path(tmp))
-        for split, path in staged.items():
+    with replacing_directory(out_dir) as staged:
+        for split, path in split_files(staged).items():
             torch.save(tokens[split], path)
-        (Path(tmp) / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        out_dir.mkdir(exist_ok=True)
-        # The manifest goes last: a directory with a manifest is complete.
-        (out_dir / MANIFEST).unlink(missing_ok=True)
-        for split, path in staged.items():
-            path.replace(split_files(out_dir)[split])
-        (Path(tmp) / MANIFEST).replace(out_dir / MANIFEST)
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return counts
 
 

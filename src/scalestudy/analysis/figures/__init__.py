@@ -1,0 +1,217 @@
+"""The figure registry: every figure a study can draw, what feeds it, and its
+caption.
+
+An entry names the module that draws it (figures/<module>.py, whose `draw`
+takes the runs, the fits, the output directory and the tasks, plus the
+entry's `params`: the priors or architectures the figure is about), the
+caption `snakemake --report` shows beside it, and `feeds`: whether a study's
+grid can feed it, which decides the figures the workflow declares
+(`grid_figures`) and, in words (`needs`), what figures/index.md says of one it
+does not. A per-task figure is drawn once per task (`<name>_<task>`).
+
+This module imports neither matplotlib nor torch: the workflow reads it when
+it builds the DAG. The figure modules import matplotlib when they draw.
+docs/analysis.md says what each figure shows and how it is computed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ...architectures import ARCHITECTURES
+from ...registry import Registry
+from ..fits import task_runs, transfers_upstream, upstream_runs
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What a study's grid holds, as far as the figures care."""
+
+    tasks: tuple
+    archs: frozenset
+    sizes: frozenset
+    priors: frozenset
+    protocol: str = "default"
+
+    @classmethod
+    def of(cls, tasks: Iterable, archs: Iterable, sizes: Iterable, priors: Iterable,
+           protocol: str = "default") -> Grid:
+        return cls(tuple(tasks), frozenset(archs), frozenset(sizes), frozenset(priors),
+                   protocol)
+
+    @classmethod
+    def of_runs(cls, runs: pd.DataFrame, tasks) -> Grid:
+        """The grid the run records cover (every run, whatever its status: the
+        workflow collects a record of every cell)."""
+        t = task_runs(runs)
+        both = pd.concat([t, upstream_runs(runs)])
+        protocols = set(t["protocol"]) if "protocol" in t else set()
+        return cls.of(tasks, t["arch"], both["size"], t["prior"],
+                      "depth" if "depth" in protocols else "default")
+
+    @property
+    def upstream(self) -> bool:
+        """A prior finetunes a stage that measures the upstream loss."""
+        return any(transfers_upstream(p) for p in self.priors)
+
+
+def reference_arch() -> str:
+    """The vanilla baseline the architecture gap is measured from."""
+    return next(name for name, arch in ARCHITECTURES.items() if arch.reference)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    caption: str  # reStructuredText, beside the figure in `snakemake --report`
+    needs: str  # what feeds it, in words
+    # Whether a grid feeds it, given the grid and the entry's params.
+    feeds: Callable[..., bool] = lambda grid, **params: True
+    params: dict = field(default_factory=dict)
+    per_task: bool = False
+
+    def fed_by(self, grid: Grid) -> bool:
+        return self.feeds(grid, **self.params)
+
+    def draw(self, runs, fits, out_dir, tasks=None, task=None):
+        """Draw it (or raise output.NotDrawn saying why); returns output.Drawn."""
+        module = importlib.import_module(f"{__name__}.{self.name}")
+        where = {"task": task} if self.per_task else {"tasks": tasks}
+        return module.draw(runs, fits, out_dir, **where, **self.params)
+
+
+FIGURES: Registry[Figure] = Registry("figure", [
+    Figure(
+        "upstream_loss_vs_compute",
+        needs="a prior finetuned from upstream pretraining (upstream)",
+        feeds=lambda grid: grid.upstream,
+        caption="""**Upstream loss against compute.** Held-out masked-token loss (nats) of the
+upstream pretraining runs against their training compute (or the study's chosen x
+axis), log-log, each architecture in its own colour and marker. A first panel shows
+every architecture with its log-log fit; then one panel per architecture, all on the
+same axes: solid, the power law L = a C^-alpha_U (least squares in log-log space) with
+the pointwise 95% percentile band of its bootstrap replicates' lines; dashed, the
+saturating law L = E + A C^-alpha_U (Huber loss on log residuals, needs four sizes).
+Each panel gives alpha_U with its 95% bootstrap interval, and the saturating alpha_U
+and E. After Tay et al. 2022, Fig. 2."""),
+    Figure(
+        "error_vs_compute",
+        needs="any grid",
+        caption="""**Downstream error against compute.** Test error (1 - accuracy) against
+training compute C = train + pretraining FLOPs (or the chosen x axis), one row of
+panels per architecture and one column per task and prior, all with the same axes:
+means over seeds (± 1 standard deviation where there are several), the fitted power
+law err = b C^-alpha_D with the pointwise 95% percentile band of its bootstrap
+replicates' lines (runs resampled as for alpha_D's interval), and alpha_D with its 95%
+interval in the corner. A panel without finished runs is left out and named in the
+title."""),
+    Figure(
+        "alpha_per_arch",
+        needs="three sizes (the fewest a fit accepts)",
+        feeds=lambda grid: len(grid.sizes) >= 3,
+        caption="""**Scaling coefficients per architecture.** Top: alpha_U per architecture
+(filled: log-log fit; hollow: saturating fit, on its own axis since it absorbs the
+offset E). Below, four panels to a row: alpha_D per architecture for each task and
+prior, on a shared x axis. Lines are 95% percentile-bootstrap intervals over runs; a
+fit that refused (fewer than three sizes) is named with its reason instead of a point,
+and a panel in which every fit refused is left out and named in the title. Larger
+alpha: the loss or error falls faster with compute (Tay et al. 2022)."""),
+    Figure(
+        "arch_gap",
+        needs="the reference architecture (transformer), another one, and random or spt",
+        params={"priors": ("random", "spt")},
+        feeds=lambda grid, priors: (reference_arch() in grid.archs and len(grid.archs) >= 2
+                                    and bool(grid.priors & set(priors))),
+        caption="""**Architecture gap under random initialisation and under SPT.** For each
+size: the best architecture's mean test accuracy minus the vanilla transformer's, with
+random initialisation (solid) and with self-pretraining (long dashes); each point is
+drawn in the colour and marker of the architecture that is best there and labelled
+with its name, with bars of ± 1 standard deviation of the per-seed gap where there are
+several seeds. Amos et al. 2023 report that self-pretraining shrinks the gaps between
+architectures."""),
+    Figure(
+        "loss_vs_depth",
+        needs="the depth protocol (depth grows at a fixed width) and two sizes",
+        feeds=lambda grid: grid.protocol == "depth" and len(grid.sizes) >= 2,
+        caption="""**Final training loss against depth at a fixed width.** One panel per
+architecture, width and LayerNorm placement (pre-LN, post-LN, no LayerNorm) whose runs
+span two or more depths, on a shared y axis; one line per prior (line style and marker
+fill), the mean over seeds ± 1 standard deviation at each depth. Runs that diverged or
+failed are crosses along the top edge. Runs of different widths are never averaged
+into one point, and depth ticks are the depths that were run. Xu et al. 2021: DT-Fixup
+trains deep LayerNorm-free stacks where the standard initialisation fails. The study
+must grow depth at a fixed width (``train.protocol: depth``); otherwise the figure is
+not drawn."""),
+    Figure(
+        "downstream_vs_upstream",
+        needs="a prior finetuned from upstream pretraining (upstream)",
+        feeds=lambda grid: grid.upstream,
+        caption="""**Downstream against upstream.** Test error of the runs finetuned from
+upstream pretraining against their upstream loss, log-log, per task: a first panel with
+every architecture and its fit, then one panel per architecture (shared axes) with the
+fit err = c L^alpha_U,D, the 95% percentile band of its bootstrap replicates' lines,
+and alpha_U,D with its interval. Points are means over seeds ± 1 standard deviation.
+alpha_U,D is how much of an upstream gain transfers downstream (Tay et al. 2022)."""),
+    Figure(
+        "spt_vs_matched",
+        needs="both spt and its compute-matched control (scratch_matched)",
+        params={"treated": "spt", "control": "scratch_matched"},
+        feeds=lambda grid, treated, control: {treated, control} <= grid.priors,
+        caption="""**SPT against the compute-matched control.** Each point is one
+architecture and size: test accuracy after self-pretraining and finetuning (y) against
+random initialisation trained for the same total FLOPs (x; the ``scratch_matched``
+prior), means over seeds with ± 1 standard deviation both ways where there are several
+seeds. Above the diagonal, self-pretraining wins at equal compute (Amos et al.
+2023)."""),
+    Figure(
+        "heldout_prediction",
+        needs="three sizes (two to refit a log-log law, the largest held out)",
+        feeds=lambda grid: len(grid.sizes) >= 3,
+        caption="""**Held-out prediction of the largest size.** Each law (alpha_U, log-log
+and saturating; alpha_D per task and prior; alpha_U,D per task) refitted on every size
+but the largest, then asked to predict that size: its prediction (y) against the mean
+observed loss or error of the held-out size's runs (x), one point per architecture,
+with the 95% percentile-bootstrap interval of the prediction (training runs resampled
+and the law refitted). On the diagonal the law predicted the held-out size exactly; the
+grey band is ±10%; below the diagonal the largest size did worse than the law promised.
+The alpha_D panels of a task share their scale. Each panel title gives the median
+absolute relative error, (predicted - observed) / observed; ``tables/heldout.csv`` and
+``tables/heldout.md`` list every error and its interval. A law without a prediction
+(fewer than two sizes besides the held-out one, three for the saturating form) is left
+out and named in the title with the reason."""),
+    Figure(
+        "accuracy_vs_size",
+        needs="any grid",
+        per_task=True,
+        caption="""**Accuracy against size, per task.** Test accuracy against model size
+(ordered by non-embedding parameters), one panel per architecture (all on the same y
+axis) and one line per prior, each prior in its own line style and marker fill: the
+mean over seeds, with bars of ± 1 standard deviation over seeds where a point has
+several (the title says how many). Priors are dodged sideways so that equal values stay
+visible; an architecture without finished runs is left out and named in the title."""),
+])
+
+
+def figure_names(tasks) -> dict[str, tuple[Figure, str | None]]:
+    """Every figure a study with these tasks can draw, by file stem: its entry,
+    and its task for a per-task figure."""
+    out = {}
+    for figure in FIGURES.values():
+        if figure.per_task:
+            out |= {f"{figure.name}_{task}": (figure, task) for task in tasks}
+        else:
+            out[figure.name] = (figure, None)
+    return out
+
+
+def grid_figures(grid: Grid) -> dict[str, tuple[Figure, str | None]]:
+    """The figures a grid feeds (`figure_names` of those whose `feeds` holds):
+    the outputs the workflow declares."""
+    if not (grid.archs and grid.priors and grid.sizes):
+        return {}  # no grid cells: no runs, nothing to draw
+    return {stem: (fig, task) for stem, (fig, task) in figure_names(grid.tasks).items()
+            if fig.fed_by(grid)}

@@ -1,0 +1,116 @@
+"""Figure `loss_vs_depth`.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FormatStrFormatter,
+    NullLocator,
+)
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
+
+from ..fits import task_runs  # noqa: E402
+from .layout import finished_runs, label_outer, panel_figure  # noqa: E402
+from .marks import fig_legend, over_seeds, prior_handles, seed_errorbar, spread_note  # noqa: E402
+from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
+from .style import (  # noqa: E402
+    NEUTRAL,
+    NORM_LABELS,
+    arch_rank,
+    arch_style,
+    prior_rank,
+    prior_style,
+    styled,
+)
+
+
+def _depth_panels(runs_t: pd.DataFrame) -> list[tuple[str, int, str]]:
+    """(arch, width, norm) of every group of task runs (any status) at two or more
+    depths: where depth varies at a fixed width, LayerNorm placement and architecture."""
+    keys = []
+    for (arch, width, norm), g in runs_t.groupby(["arch", "width", "norm"], sort=False):
+        if g["depth"].nunique() >= 2:
+            keys.append((arch, int(width), norm))
+    norm_rank = {n: i for i, n in enumerate(NORM_LABELS)}
+    return sorted(keys, key=lambda k: (arch_rank(k[0]), k[1], norm_rank.get(k[2], 9)))
+
+
+def _depth_reason(runs_t: pd.DataFrame) -> str:
+    if runs_t.empty:
+        return "no task runs"
+    hint = ("the `depth` scaling protocol (train.protocol: depth) with two or more sizes "
+            "grows depth at a fixed width")
+    if runs_t["depth"].nunique() == 1:
+        return (f"every task run has depth {int(runs_t['depth'].iloc[0])}: no depths to "
+                f"compare; {hint}")
+    arch = min(set(runs_t["arch"]), key=arch_rank)
+    a = runs_t[runs_t["arch"] == arch]
+    shape = ", ".join(f"{int(d)} at width {int(w)}" for (w, d), _ in
+                      a.groupby(["width", "depth"], sort=True))
+    return ("no architecture has runs at two or more depths of one width (and LayerNorm "
+            f"placement): depth changes only together with width (e.g. {arch}: depth {shape}), "
+            f"so a curve against depth would mix widths; {hint}")
+
+
+@styled
+def draw(runs, fits, out_dir, tasks=None) -> Drawn:
+    """Final training loss against depth at a fixed width: one panel per
+    architecture, width and LayerNorm placement with runs at two or more depths (shared
+    y), one line per prior in its style, mean over seeds +-1 sd. Runs that diverged or
+    failed are crosses along the top edge (Xu et al. 2021: where the standard recipe
+    fails). Different widths are never averaged into one point."""
+    runs_t = task_runs(runs)
+    keys = _depth_panels(runs_t)
+    if not keys:
+        raise NotDrawn(_depth_reason(runs_t))
+    fig, axes = panel_figure(len(keys), ncols=4, size=(3.4, 2.9), sharey=True)
+    spread, priors, failed = [], set(), False
+    for ax, (arch, width, norm) in zip(axes, keys, strict=True):
+        style = arch_style(arch)
+        ax.set_title(f"{arch}, width {width}, {NORM_LABELS.get(norm, norm)}",
+                     color=style["color"])
+        ax.set_label(f"{arch}/{width}/{norm}")
+        cell = runs_t[(runs_t["arch"] == arch) & (runs_t["width"] == width)
+                      & (runs_t["norm"] == norm)]
+        ok = finished_runs(cell)
+        ok = ok[np.isfinite(ok["train_loss"])]
+        bad = cell[cell["status"] != "ok"]
+        for prior, s in sorted(ok.groupby("prior", sort=False), key=lambda kv: prior_rank(kv[0])):
+            stats = over_seeds(s, ["depth"], "train_loss").sort_values("depth")
+            spread.append(stats)
+            priors.add(prior)
+            seed_errorbar(ax, stats["depth"], stats, f"points:{arch}:{width}:{norm}:{prior}",
+                      label=prior, **style, **prior_style(prior), linewidth=1.1)
+        top = blended_transform_factory(ax.transData, ax.transAxes)
+        for _, row in bad.iterrows():
+            (cross,) = ax.plot(row["depth"], 0.97, marker="x", color=style["color"],
+                               linestyle="none", transform=top)
+            cross.set_gid(f"failed:{row['prior']}")
+            failed = True
+        depths = sorted(int(d) for d in cell["depth"].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(depths[0] / 1.35, depths[-1] * 1.35)
+        ax.xaxis.set_major_locator(FixedLocator(depths))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("depth (layers)")
+        ax.set_ylabel("final training loss")
+        if ok.empty:
+            ax.text(0.5, 0.5, "every run diverged or failed", transform=ax.transAxes,
+                    ha="center", color=NEUTRAL)
+    label_outer(fig, axes)
+    note = spread_note(pd.concat(spread)) if spread else "no finished runs"
+    figure_title(fig, "Final training loss against depth at a fixed width", note)
+    handles = prior_handles(priors)
+    if failed:
+        handles.append(Line2D([], [], color=NEUTRAL, marker="x", linestyle="none",
+                              label="diverged / failed"))
+    fig_legend(fig, handles, title="prior")
+    return save(fig, out_dir, "loss_vs_depth")

@@ -1,0 +1,75 @@
+"""The house style of every figure: one colour and marker per architecture and
+one line style and marker fill per prior (from their registries), axis labels,
+and the matplotlib settings figures are drawn under.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ...architectures import ARCHITECTURES  # noqa: E402
+from ...priors import PRIORS  # noqa: E402
+
+# The colour and marker of each architecture and the line style and marker fill
+# of each prior are their registry entries' (architectures.py, priors.py): the
+# marker's shape and colour stay the architecture's, so where a panel shows one
+# architecture its priors differ in line style and fill.
+ARCH_STYLES: dict[str, dict] = {name: arch.style for name, arch in ARCHITECTURES.items()}
+PRIOR_STYLES: dict[str, dict] = {name: prior.style for name, prior in PRIORS.items()}
+NORM_LABELS = {"pre": "pre-LN", "post": "post-LN", "none": "no LayerNorm"}
+NEUTRAL = "#555555"  # series that are not one architecture
+UNKNOWN_STYLE = {"color": NEUTRAL, "marker": "."}
+X_LABELS = {
+    "compute": "training compute C (FLOPs)",
+    "params": "non-embedding parameters",
+    "flops_per_token": "FLOPs per token",
+}
+X_TITLES = {"compute": "compute", "params": "model size", "flops_per_token": "FLOPs per token"}
+# Fitted lines carry the pointwise percentile band of this many bootstrap replicates,
+# drawn as the fit's own interval draws them (scaling.loglog_replicates, seed 0).
+BAND_BOOT = 1000
+BAND_SEED = 0
+
+INDEX = "index.md"
+
+
+def arch_style(arch: str) -> dict:
+    """The colour and marker of an architecture, the same in every figure."""
+    return dict(ARCH_STYLES.get(arch, UNKNOWN_STYLE))
+
+
+def prior_style(prior: str) -> dict:
+    """The line style and marker fill of a prior, the same in every figure."""
+    return dict(PRIOR_STYLES.get(prior, {"linestyle": "-", "fillstyle": "full"}))
+
+
+def prior_linestyle(prior: str):
+    return prior_style(prior)["linestyle"]
+
+
+arch_rank = ARCHITECTURES.rank  # figures list architectures and priors in registry order
+prior_rank = PRIORS.rank
+
+
+STYLE = {
+    "font.size": 9, "axes.titlesize": 9.5, "legend.fontsize": 8, "axes.grid": True,
+    "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    "legend.handlelength": 4.5,  # long enough to tell the priors' line styles apart
+    "lines.markersize": 5.5, "errorbar.capsize": 2,
+}
+
+
+def styled(plot):
+    """Draw `plot`'s figure in the house style (STYLE), leaving global settings alone."""
+
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with plt.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return wrapper

@@ -1,0 +1,287 @@
+"""The fit stage: every scaling coefficient of a study, as one tidy frame.
+
+DESIGN "Scaling analysis" (after Tay et al. 2022, "Scaling Laws vs Model
+Architectures"). x is training compute C = train_flops + pretrain_flops by
+default, or non-embedding parameters, or FLOPs per token. One row per fit, its
+`metric` one of:
+
+- ``alpha_U``: upstream loss (held-out masked-token NLL of the runs of a
+  pretraining stage that measures it, stages.py: `upstream`) against x, per
+  architecture; `form` ``loglog``
+  (y = coef x^-alpha, least squares in log-log space) and ``saturating``
+  (y = E + A x^-alpha, Huber loss on log residuals, Hoffmann et al. 2022
+  approach 3; three parameters, so it needs four sizes).
+- ``alpha_D``: downstream error (1 - test accuracy) against x, per
+  (task, arch, prior); form ``loglog``.
+- ``alpha_UD``: the log-log slope of downstream error against upstream loss of
+  the runs of a prior that finetunes such a stage (`upstream`) across sizes,
+  per (task, arch) (Tay et al.: how much
+  of the upstream gain transfers); its x axis is ``upstream_loss``.
+- ``alpha_D/alpha_U``: alpha_D of that prior over the log-log alpha_U of
+  the same architecture, per (task, arch); its interval is the percentile
+  interval of the ratio of paired bootstrap replicates: the downstream runs are
+  resampled and each brings the upstream run of its size (its checkpoint), so
+  both fits see the same sizes in a replicate (`_paired_alphas`).
+
+Only runs with status "ok" enter a fit; `n_runs` counts every run of the cell,
+`n_failed` those that did not finish ok (diverged or failed) and `n_diverged`
+those whose loss turned non-finite. Every coefficient has a percentile-bootstrap interval over runs,
+`n_points`, `n_sizes` and R^2; a cell with fewer than three sizes has a status
+saying so and NaN coefficients.
+
+Every law (alpha_U in both forms, alpha_D, alpha_U,D) is also validated on the
+size it did not see: the `heldout_*` columns hold the same fit refitted without
+the largest size, its prediction there, that size's mean observed y and the
+relative error (pred - obs) / obs with a bootstrap interval
+(`scaling.heldout_prediction`). A law is judged there by its prediction, not by
+its residual, so the refit needs only as many sizes as the law has parameters
+(`scaling.HELDOUT_PARAMS`: two for a log-log law, three for the saturating form) besides
+the one held out: a three-size study validates its log-log laws. Otherwise the
+columns are NaN and `heldout_status` says why. Torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..atomic import write_parquet
+from ..priors import PRIORS, TASK_STAGES
+from ..stages import STAGES
+from . import X_AXES
+from .scaling import (
+    HELDOUT_PARAMS,
+    MIN_SIZES,
+    fit_loglog,
+    fit_saturating,
+    heldout_prediction,
+    transfer_slope,
+)
+from .stats import ols, percentile_ci, resample
+
+CELL = ["task", "arch", "prior"]
+# The pretraining stages whose runs alpha_U is fitted on (their held-out
+# masked-token loss is the upstream loss).
+UPSTREAM_STAGES = tuple(name for name, stage in STAGES.items() if stage.measures_upstream_loss)
+METRICS = ("alpha_U", "alpha_D", "alpha_UD", "alpha_D/alpha_U")
+COLUMNS = [
+    "task", "arch", "prior", "metric", "form", "x_axis", "n_runs", "n_failed", "n_diverged",
+    "alpha", "alpha_low", "alpha_high", "ci", "coef", "E", "A", "r2", "n_points", "n_sizes",
+    "status",
+]
+HELDOUT_COLUMNS = [
+    "heldout_size", "heldout_x", "heldout_pred", "heldout_obs", "heldout_rel_error",
+    "heldout_rel_error_low", "heldout_rel_error_high", "heldout_status",
+]
+COLUMNS += HELDOUT_COLUMNS
+
+
+def x_values(runs: pd.DataFrame, x_axis: str) -> pd.Series:
+    """The x axis: training compute (train + pretrain FLOPs), parameters, or
+    FLOPs per token."""
+    if x_axis == "compute":
+        return runs["train_flops"] + runs["pretrain_flops"].fillna(0.0)
+    if x_axis == "params":
+        return runs["n_params_nonembed"].astype(float)
+    if x_axis == "flops_per_token":
+        return runs["flops_per_step"] / (runs["batch_size"] * runs["seq_len"])
+    raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
+
+
+def task_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs on a task (scratch or finetune), with `error` = 1 - test accuracy."""
+    runs = runs[runs["stage"].isin(TASK_STAGES)]
+    return runs.assign(error=1.0 - runs["test_acc"])
+
+
+def upstream_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The upstream (masked-LM) pretraining runs, one per arch x size."""
+    return runs[runs["stage"].isin(UPSTREAM_STAGES)]
+
+
+def transfers_upstream(prior: str) -> bool:
+    """Whether a prior finetunes a stage that measures the upstream loss: its
+    runs give alpha_U,D and alpha_D/alpha_U."""
+    entry = PRIORS.get(prior)
+    return bool(entry and entry.pretrain in UPSTREAM_STAGES)
+
+
+def size_order(runs: pd.DataFrame) -> list[str]:
+    """Sizes from smallest to largest by their median non-embedding parameters."""
+    if runs.empty:
+        return []
+    return list(runs.groupby("size")["n_params_nonembed"].median().sort_values().index)
+
+
+def _row(task, arch, prior, metric, form, x_axis, cell: pd.DataFrame, fit: dict) -> dict:
+    return {
+        "task": task, "arch": arch, "prior": prior, "metric": metric, "form": form,
+        "x_axis": x_axis, "n_runs": len(cell), "n_failed": int((cell["status"] != "ok").sum()),
+        "n_diverged": int((cell["status"] == "diverged").sum()),
+        **fit,
+    }
+
+
+def _usable(runs: pd.DataFrame, y: str, x: str = "x") -> pd.DataFrame:
+    """The runs a log-log fit of y against x can use (finite, positive)."""
+    return runs[np.isfinite(runs[x]) & np.isfinite(runs[y]) & (runs[x] > 0) & (runs[y] > 0)]
+
+
+def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int):
+    """Bootstrap replicates of (alpha_D, alpha_U), paired through the model size.
+
+    A downstream run finetunes the upstream checkpoint of its size, so the two
+    fits share that checkpoint's noise: drawing their replicates independently
+    ignores the correlation and over-covers. Here the downstream runs are
+    resampled (as `fit_loglog` resamples them) and each drawn run brings its
+    upstream partner, the upstream run of its size (of its seed, where the
+    upstream runs have several seeds per size): both replicates then weight the
+    sizes alike.
+    """
+    up, down = _usable(up, "upstream_loss"), _usable(down, "error")
+    by_size = dict(tuple(up.groupby("size")))
+    down = down[down["size"].isin(list(by_size))]
+    if down.empty:
+        return np.array([]), np.array([])
+    lx_d, ly_d = np.log(down["x"].to_numpy()), np.log(down["error"].to_numpy())
+    rng = np.random.default_rng(seed)
+    idx = resample(rng, lx_d, n_boot, min_distinct=2)
+    # The upstream partner of every downstream run: the upstream run of its size and
+    # seed, or one drawn among that size's runs where no seed matches.
+    rows = []
+    for size, run_seed in zip(down["size"], down["seed"], strict=True):
+        runs = by_size[size]
+        same = runs.index[runs["seed"] == run_seed]
+        rows.append(same[0] if len(same) else runs.index[rng.integers(len(runs))])
+    partner = up.loc[rows]
+    lx_u, ly_u = np.log(partner["x"].to_numpy()), np.log(partner["upstream_loss"].to_numpy())
+    slopes_d, _ = ols(lx_d[idx], ly_d[idx])
+    slopes_u, _ = ols(lx_u[idx], ly_u[idx])
+    keep = np.isfinite(slopes_u) & np.isfinite(slopes_d) & (slopes_u != 0)
+    return -slopes_d[keep], -slopes_u[keep]
+
+
+def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed) -> dict:
+    """alpha_D / alpha_U with the percentile interval of paired replicates' ratio."""
+    n_points = fit_u.n_points + fit_d.n_points
+    n_sizes = min(fit_u.n_sizes, fit_d.n_sizes)
+    out = {"alpha": np.nan, "alpha_low": np.nan, "alpha_high": np.nan, "coef": np.nan,
+           "E": np.nan, "A": np.nan, "r2": np.nan, "n_points": n_points, "n_sizes": n_sizes}
+    if fit_u.status != "ok" or fit_d.status != "ok":
+        bad = [f"{name}: {f.status}" for name, f in (("alpha_U", fit_u), ("alpha_D", fit_d))
+               if f.status != "ok"]
+        return {**out, "status": "; ".join(bad)}
+    low = high = np.nan
+    if n_boot > 0:
+        a_d, a_u = _paired_alphas(up, down, n_boot, seed)
+        low, high = percentile_ci(a_d / a_u, ci)
+    return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
+            "status": "ok"}
+
+
+def _no_heldout(status: str) -> dict:
+    return dict.fromkeys(HELDOUT_COLUMNS, np.nan) | {"heldout_size": "", "heldout_status": status}
+
+
+def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot: int,
+             ci: float, seed: int) -> dict:
+    """The held-out columns of one law of y against x fitted on the runs `good`:
+    its largest size (by parameters) among the points a fit can use is held out; the
+    refit needs one size per parameter of the law (it is judged by its prediction)."""
+    usable = _usable(good, y, x)
+    order = size_order(usable)
+    if not order:
+        return _no_heldout("no finished runs")
+    return heldout_prediction(
+        good[x].to_numpy(), good[y].to_numpy(), good["size"].to_numpy(), order[-1], form=form,
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_PARAMS[form],
+    ).as_dict()
+
+
+def _nan_fields(d: dict) -> dict:
+    """A fit's dict completed with the columns its form lacks (NaN)."""
+    return {**{k: np.nan for k in ("coef", "E", "A")}, **d}
+
+
+def fit_study(
+    runs: pd.DataFrame, *, x_axis: str = "compute", n_boot: int = 1000, ci: float = 0.95,
+    seed: int = 0, n_boot_saturating: int = 100,
+) -> pd.DataFrame:
+    """Every coefficient of the study (see the module docstring), one row per fit.
+
+    `n_boot` resamples for the log-log fits and the ratio; `n_boot_saturating`
+    for the saturating fits, each of whose replicates is an L-BFGS-B refit
+    (~10 ms each, so 100 by default keeps a 13-architecture study in seconds).
+    """
+    if x_axis not in X_AXES:
+        raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
+    tasks = task_runs(runs)
+    tasks = tasks.assign(x=x_values(tasks, x_axis))
+    up = upstream_runs(runs)
+    up = up.assign(x=x_values(up, x_axis))
+    kw = {"ci": ci, "seed": seed}
+    rows: list[dict] = []
+
+    loglog_u: dict[tuple[str, str], tuple] = {}
+    for (stage, arch), cell in up.groupby(["stage", "arch"], sort=True):
+        corpus = STAGES[stage].corpus(None)
+        good = cell[cell["status"] == "ok"]
+        args = (good["x"].to_numpy(), good["upstream_loss"].to_numpy(), good["size"].to_numpy())
+        f = fit_loglog(*args, n_boot=n_boot, **kw)
+        loglog_u[stage, arch] = (good, f)
+        held = _heldout(good, "x", "upstream_loss", n_boot=n_boot, **kw)
+        rows.append(_row(corpus, arch, stage, "alpha_U", "loglog", x_axis,
+                         cell, _nan_fields(f.as_dict()) | held))
+        # Three parameters: with three sizes the curve interpolates them (no residual,
+        # a collapsed interval), so the saturating form needs one size more.
+        s = fit_saturating(*args, n_boot=n_boot_saturating, min_sizes=MIN_SIZES + 1, **kw)
+        held = _heldout(good, "x", "upstream_loss", "saturating", n_boot=n_boot_saturating,
+                        **kw)
+        rows.append(_row(corpus, arch, stage, "alpha_U", "saturating", x_axis,
+                         cell, _nan_fields(s.as_dict()) | held))
+
+    for (task, arch, prior), cell in tasks.groupby(CELL, sort=True):
+        good = cell[cell["status"] == "ok"]
+        f = fit_loglog(good["x"].to_numpy(), good["error"].to_numpy(),
+                       sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        held = _heldout(good, "x", "error", n_boot=n_boot, **kw)
+        rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell,
+                         _nan_fields(f.as_dict()) | held))
+        if not transfers_upstream(prior):
+            continue
+        t = transfer_slope(good["upstream_loss"].to_numpy(), good["error"].to_numpy(),
+                           sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
+        held = _heldout(good, "upstream_loss", "error", n_boot=n_boot, **kw)
+        rows.append(_row(task, arch, prior, "alpha_UD", "loglog", "upstream_loss", cell,
+                         _nan_fields(t.as_dict()) | held))
+        up_good, f_u = loglog_u.get((PRIORS[prior].pretrain, arch), (None, None))
+        if f_u is None:
+            f_u = fit_loglog([], [], n_boot=0)  # refused: no upstream runs of this arch
+            up_good = up.iloc[:0]
+        ratio = _ratio(up_good, good, f_u, f, n_boot, ci, seed)
+        rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell,
+                         ratio | _no_heldout("not a law: the ratio of two fits")))
+
+    return pd.DataFrame(rows, columns=COLUMNS).assign(ci=ci)
+
+
+def select(fits: pd.DataFrame, metric: str, form: str = "loglog", **where) -> pd.DataFrame:
+    """The rows of one metric (and form), optionally filtered by column values."""
+    mask = (fits["metric"] == metric) & (fits["form"] == form)
+    for column, value in where.items():
+        mask &= fits[column] == value
+    return fits[mask]
+
+
+def write_fits(fits: pd.DataFrame, path: Path) -> None:
+    write_parquet(pa.Table.from_pandas(fits, preserve_index=False), path)
+
+
+__all__ = [
+    "CELL", "COLUMNS", "HELDOUT_COLUMNS", "METRICS", "MIN_SIZES", "TASK_STAGES", "UPSTREAM_STAGES",
+    "X_AXES", "fit_study", "select", "size_order", "task_runs", "transfers_upstream",
+    "upstream_runs", "write_fits", "x_values",
+]

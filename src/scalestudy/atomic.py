@@ -1,0 +1,112 @@
+"""Files written whole or not at all: every writer of the study's outputs
+(run records, collected tables, fits, text tables, claims.md, checkpoints,
+the task data contract, the upstream corpus) writes through here.
+
+A file is written to a temporary name beside its target and renamed over it,
+so a reader never sees half of one and a kill mid-write leaves the previous
+file whole; a directory is staged beside its target and swapped in. The new
+file gets the mode a file created by open() would have under the umask
+(mkstemp's is 0o600), so results on a shared file system stay readable.
+A failed write removes what it staged. Torch-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .faults import kill_point
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it
+    (/proc/self/status); elsewhere set to 0o077 for an instant and restored, so
+    a file another thread creates meanwhile gets fewer permissions, never more."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """The mode open() gives a new file: 0o666 less the umask (0o644 under the
+    usual 0o022, 0o640 under 0o027)."""
+    return 0o666 & ~current_umask()
+
+
+@contextlib.contextmanager
+def replacing(path: Path, *, temporary: str | None = None, commit: bool = True,
+              kill_at: str | None = "write") -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write; on a clean exit it is
+    renamed over `path` (`commit` False: left for another process to rename,
+    as DDP's other ranks do). `temporary` fixes the temporary file's name
+    (every DDP rank must name the same file); by default it is unique. On an
+    error the temporary file is removed and the error raised."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if temporary is None:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
+    else:
+        tmp = path.with_name(temporary)
+    try:
+        yield tmp
+        if commit:
+            os.chmod(tmp, default_file_mode())
+            if kill_at:
+                kill_point(kill_at, path)  # fault injection (tests only): before the rename
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(text: str, path: Path) -> None:
+    with replacing(path, kill_at=None) as tmp:
+        tmp.write_text(text)
+
+
+def write_parquet(table, path: Path) -> None:
+    """A pyarrow table as a Parquet file (the `write` kill point before the rename)."""
+    import pyarrow.parquet as pq
+
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+@contextlib.contextmanager
+def replacing_directory(out_dir: Path, kill_at: str | None = None) -> Iterator[Path]:
+    """Yield an empty directory beside `out_dir` to fill; on a clean exit it
+    takes out_dir's name (the old directory, if any, is set aside first and
+    removed only then); on an error it is removed."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        yield staged
+        for path in staged.iterdir():
+            os.chmod(path, default_file_mode())
+        os.chmod(staged, 0o777 & ~current_umask())  # mkdtemp made it 0o700
+        if kill_at:
+            kill_point(kill_at, out_dir)  # fault injection (tests only)
+        old = None
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old."))
+            out_dir.rename(old / "d")
+        staged.rename(out_dir)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise

@@ -1,0 +1,367 @@
+"""The `scalestudy` commands: the table of subcommands (`parser`) and
+`run_command`, which runs one in this process.
+
+The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
+`fit`, `plot`, `tables` and `claims`; `analyse` regenerates a cached study's
+outputs. Each command imports what it needs when it runs, so the analysis
+commands never load torch. The entry point (cli.py) first offers a command to
+the warm server (warm.py), which runs it here in a forked child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .analysis import X_AXES
+
+
+def cmd_data(args) -> None:
+    from . import tasks
+
+    manifest = tasks.prepare(args.task, json.loads(args.config), args.out_dir)
+    counts = {split: info["n"] for split, info in manifest["splits"].items()}
+    print(f"{args.task} ({manifest['standin'] or 'LRA release'}): {counts} examples of "
+          f"{manifest['seq_len']} tokens in {args.out_dir}")
+
+
+def run_recorded(work, identity: dict, record_path: Path) -> dict:
+    """Run `work` (a training or pretraining run); if it raises before it could
+    train (its data, its checkpoint, its model), write a failed record with the
+    error instead, so the study goes on and the failure is visible in it. The
+    traceback goes to the job's log."""
+    from .records import failed_record, write_record
+
+    try:
+        return work()
+    except Exception as err:
+        traceback.print_exc()
+        record = failed_record(identity, err)
+        write_record(record, record_path)
+        return record
+
+
+def _summary(record: dict, metric: str) -> str:
+    if record["status"] == "failed" and record["steps"] is None:
+        return f"failed: {record['error']}"
+    if record["status"] == "diverged":
+        return f"diverged: non-finite loss at step {record['diverged_step']}"
+    return (f"{record['status']}: {metric}={record[metric]:.4f} steps={record['steps']} "
+            f"wall={record['wall_seconds']:.1f}s")
+
+
+def cmd_train(args) -> None:
+    from .priors import PRIORS
+    from .study.specs import RunSpec
+    from .training.task import run
+
+    spec = RunSpec.from_dict(json.loads(args.spec))  # a bad spec fails the job
+    identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
+                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage}
+    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained),
+                          identity, Path(args.run_dir) / "record.parquet")
+    print(_summary(record, "test_acc"))
+
+
+def cmd_pretrain(args) -> None:
+    from .study.specs import PretrainSpec
+    from .training.pretrain import run_pretrain
+
+    spec = PretrainSpec.from_dict(json.loads(args.spec))
+    identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
+                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind}
+    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir),
+                          identity, Path(args.out_dir) / "record.parquet")
+    print(_summary(record, "val_loss"))
+
+
+def cmd_corpus(args) -> None:
+    from .tasks import upstream
+
+    counts = upstream.prepare(upstream.config_from(json.loads(args.config)), args.out_dir)
+    print(f"upstream corpus: {counts} sequences in {args.out_dir}")
+
+
+def cmd_collect(args) -> None:
+    from .records import collect, write_frame
+
+    frame = collect(args.records)
+    write_frame(frame, args.out)
+    counts = frame["status"].value_counts().to_dict()
+    print(f"collected {len(frame)} runs into {args.out}: {counts}")
+
+
+def cmd_fit(args) -> None:
+    from .analysis.fits import fit_study, write_fits
+    from .records import read_records
+
+    fits = fit_study(
+        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
+        n_boot_saturating=args.n_boot_saturating,
+    )
+    write_fits(fits, args.out)
+    print(fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
+
+
+def _read(args):
+    import pandas as pd
+    import pyarrow as pa
+
+    from .records import read_records
+
+    runs = read_records(args.runs)
+    try:
+        return runs, pd.read_parquet(args.fits)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
+
+
+def cmd_plot(args) -> None:
+    from .analysis.figures.draw import plot_all
+
+    runs, fits = _read(args)
+    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks, workers=args.workers):
+        print(f"wrote {path}")
+
+
+def cmd_figure(args) -> None:
+    """One figure the study's grid feeds (the workflow's `figure` rule): its
+    files, or a notice saying why it has none, and its index entry."""
+    from .analysis.figures.draw import draw_figure, write_entry
+
+    runs, fits = _read(args)
+    entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True)
+    write_entry(entry, args.entry)
+    print(f"{args.name}: " + (", ".join(map(str, entry.files)) if entry.drawn else
+                              f"not drawn ({entry.reason}); a notice stands in its place"))
+
+
+def cmd_figure_index(args) -> None:
+    """figures/index.md from the entries of the figures drawn, the rest of the
+    registry's figures listed as not fed by the grid."""
+    from .analysis.figures import figure_names
+    from .analysis.figures.draw import read_entry, undeclared
+    from .analysis.figures.output import write_index
+
+    drawn = {e.name: e for e in map(read_entry, args.entries)}
+    entries = {stem: drawn.get(stem) or undeclared(stem, args.tasks)
+               for stem in figure_names(args.tasks)}
+    print(f"wrote {write_index(entries, args.out.parent)}")
+
+
+def cmd_tables(args) -> None:
+    from .analysis.tables import write_tables
+
+    runs, fits = _read(args)
+    for path in write_tables(runs, fits, args.out_dir):
+        print(f"wrote {path}")
+
+
+def cmd_claims(args) -> None:
+    from .analysis.claims import write_claims
+
+    runs, fits = _read(args)
+    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
+    print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
+
+
+def cmd_analyse(args) -> None:
+    """fits.parquet, figures/, tables/ and claims.md of one runs file, in one process."""
+    import time
+
+    from .analysis.claims import write_claims
+    from .analysis.figures.draw import plot_all
+    from .analysis.fits import fit_study, write_fits
+    from .analysis.tables import write_tables
+    from .records import read_records
+
+    start = time.perf_counter()
+    out = Path(args.out_dir)
+    runs = read_records(args.runs)
+    fits = fit_study(runs, x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
+                     n_boot_saturating=args.n_boot_saturating)
+    write_fits(fits, out / "fits.parquet")
+    paths = [out / "fits.parquet"]
+    paths += plot_all(runs, fits, out / "figures", workers=args.workers)
+    paths += write_tables(runs, fits, out / "tables")
+    checks = write_claims(runs, fits, out / "claims.md", n_boot=args.n_boot, ci=args.ci,
+                          seed=args.seed)
+    paths.append(out / "claims.md")
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"{len(runs)} runs, {len(fits)} fits, claims {checks['verdict'].value_counts().to_dict()}"
+          f" in {time.perf_counter() - start:.1f}s")
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: ...)" to each option's help, except where there is no
+    default to show: required options, and options whose absence (None) their
+    help describes."""
+
+    def _get_help_string(self, action):
+        if action.required or action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def _fit_options(p) -> None:
+    p.add_argument("--x", default="compute", choices=X_AXES,
+                   help="the x axis of every fit: compute (training plus pretraining FLOPs), "
+                   "params (non-embedding parameters) or flops_per_token")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap resamples of each log-log fit and of alpha_D/alpha_U "
+                   "(and, in analyse, of each claim's interval)")
+    p.add_argument("--ci", type=float, default=0.95,
+                   help="coverage of the bootstrap confidence intervals")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _workers_option(p) -> None:
+    p.add_argument("--workers", type=int, default=_usable_cpus(),
+                   help="figures drawn at a time, each in its own process (default: the CPUs "
+                   "this process may use)")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="scalestudy", description=__doc__,
+                                  formatter_class=_HelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=summary,
+                              formatter_class=_HelpFormatter)
+
+    runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
+    fits_help = "the fits.parquet of the same runs (scalestudy fit)"
+
+    p = command("data", "convert a task's source (LRA release or offline stand-in) into the "
+                "data contract: cached arrays and manifest.json")
+    p.add_argument("--task", required=True, help="the task to prepare (a name of grid.tasks)")
+    p.add_argument("--config", required=True,
+                   help="the task's config as JSON (its tasks.<task> section of the study)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory to write train.npz, val.npz, test.npz and manifest.json "
+                   "into (replaced whole)")
+    p.set_defaults(func=cmd_data)
+
+    p = command("train", "train one grid cell and write its run record")
+    p.add_argument("--spec", required=True, help="the run spec as JSON (study.specs.RunSpec)")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="the task's prepared data (scalestudy data --out-dir)")
+    p.add_argument("--run-dir", required=True, type=Path,
+                   help="directory for the run's metrics.csv, last.ckpt and record.parquet "
+                   "(written last)")
+    p.add_argument("--pretrained", type=Path,
+                   help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
+                   "upstream load its checkpoint, scratch_matched matches its compute; omitted "
+                   "(the default) for the priors that need no pretraining")
+    p.set_defaults(func=cmd_train)
+
+    p = command("pretrain", "pretrain one backbone (spt or upstream)")
+    p.add_argument("--spec", required=True,
+                   help="the pretraining spec as JSON (study.specs.PretrainSpec)")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="the corpus: the task's prepared split files (spt) or the upstream "
+                   "corpus (upstream; scalestudy corpus --out-dir)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
+    p.set_defaults(func=cmd_pretrain)
+
+    p = command("corpus", "prepare the upstream corpus")
+    p.add_argument("--config", required=True,
+                   help="the upstream config as JSON (the study's upstream section)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory to write train.pt, val.pt, test.pt and manifest.json into")
+    p.set_defaults(func=cmd_corpus)
+
+    p = command("collect", "validate run records into one runs.parquet")
+    p.add_argument("records", nargs="*", type=Path,
+                   help="the run records (record.parquet files) to validate and concatenate")
+    p.add_argument("--out", required=True, type=Path, help="the runs.parquet to write")
+    p.set_defaults(func=cmd_collect)
+
+    p = command("fit", "fit power laws to a runs.parquet (or a cached study)")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("--out", required=True, type=Path, help="the fits.parquet to write")
+    _fit_options(p)
+    p.add_argument("--n-boot-saturating", type=int, default=100,
+                   help="bootstrap resamples of each saturating fit (each is a refit)")
+    p.set_defaults(func=cmd_fit)
+
+    p = command("plot", "every figure from runs.parquet and fits.parquet")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the figures (PNG and PDF)")
+    p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
+                   "tasks in the runs)")
+    _workers_option(p)
+    p.set_defaults(func=cmd_plot)
+
+    p = command("figure", "one figure of the registry, or a notice of why it has no data")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--name", required=True,
+                   help="the figure's file stem (a registry figure, <figure>_<task> for a "
+                   "per-task one)")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the figure's PNG, PDF and CSV")
+    p.add_argument("--entry", required=True, type=Path,
+                   help="the JSON file to write the figure's index entry to")
+    p.add_argument("--tasks", nargs="+", required=True, help="the study's tasks")
+    p.set_defaults(func=cmd_figure)
+
+    p = command("figure-index", "figures/index.md from the figures' entries")
+    p.add_argument("entries", nargs="*", type=Path,
+                   help="the entries `scalestudy figure` wrote (JSON)")
+    p.add_argument("--out", required=True, type=Path, help="the index.md to write")
+    p.add_argument("--tasks", nargs="+", required=True, help="the study's tasks")
+    p.set_defaults(func=cmd_figure_index)
+
+    p = command("tables", "alpha and LRA-style accuracy tables (CSV, Markdown)")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the tables (CSV and Markdown)")
+    p.set_defaults(func=cmd_tables)
+
+    p = command("claims", "check the papers' claims; write claims.md")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("fits", type=Path, help=fits_help)
+    p.add_argument("--out", required=True, type=Path, help="the claims.md to write")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap resamples of each claim's interval")
+    p.add_argument("--ci", type=float, default=0.95,
+                   help="coverage of the bootstrap confidence intervals")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    p.set_defaults(func=cmd_claims)
+
+    p = command("analyse", "fits, figures, tables and claims of a runs file "
+                "(e.g. a cached study), without training")
+    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for fits.parquet, figures/, tables/ and claims.md")
+    _fit_options(p)
+    p.add_argument("--n-boot-saturating", type=int, default=100,
+                   help="bootstrap resamples of each saturating fit (each is a refit)")
+    _workers_option(p)
+    p.set_defaults(func=cmd_analyse)
+    return top
+
+
+def run_command(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"scalestudy {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0

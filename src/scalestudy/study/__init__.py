@@ -1,0 +1,21 @@
+"""A study, before any of it runs: its configuration checked, its grid of
+cells, the specs of its runs, and what its jobs cost and ask a cluster for.
+
+The Snakefile (workflow/rules/common.smk), the tests and tools/ use this
+package, never a copy of it; it imports no torch, so that every Snakemake
+invocation, dry runs included, is quick.
+
+- schema.py: config/schema.yaml completed from the registries; ConfigError
+- checks.py: `validate`, everything a study is refused for
+- grid.py: cells, the pretraining runs they need, run directories
+- specs.py: TrainConfig, TrainerConfig, RunSpec, PretrainSpec and their builders
+- costs.py: estimated memory and FLOPs; job priorities
+- resources.py: what a job asks SLURM for
+- ladder.py: the named sizes and the scaling protocols
+"""
+
+from .checks import GIB, check_memory, machine_memory, trains_in_host_memory, validate
+from .schema import SCHEMA_PATH, ConfigError
+
+__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "check_memory", "machine_memory",
+           "trains_in_host_memory", "validate"]

@@ -1,0 +1,117 @@
+"""The study schema (config/schema.yaml), completed from the registries, and
+its errors as one message each.
+
+config/schema.yaml says what every key means; the names a grid may list
+(architectures, sizes, priors, tasks) and each task's section are not written
+there but filled in from the registries when the schema is loaded, so that a
+new architecture, prior or task is accepted without editing the schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import yaml
+
+from ..architectures import ARCHITECTURES
+from ..options import section_schema
+from ..priors import PRIORS
+from ..tasks import TASKS
+from .ladder import SIZES
+
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A study configuration that cannot run, with the field and what it accepts."""
+
+
+def field_name(path) -> str:
+    """['grid', 'archs', 1] -> 'grid.archs[1]' (the root is 'config')."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or "config"
+
+
+def _accepted(schema: dict) -> str:
+    """What a schema node accepts, in words, for the error message."""
+    items = schema.get("items", {})
+    if "enum" in items:
+        return "accepted values: " + ", ".join(map(str, items["enum"]))
+    if "enum" in schema:
+        return "accepted values: " + ", ".join(map(str, schema["enum"]))
+    if "properties" in schema:
+        return "accepted keys: " + ", ".join(schema["properties"])
+    return schema.get("description", "").strip()
+
+
+def _schema_error(error) -> ConfigError:
+    """One jsonschema error as one message: field, what is wrong, what is accepted."""
+    where = field_name(error.absolute_path)
+    if error.validator == "minItems" and error.instance == []:
+        what = "is empty; list at least one value"
+    elif error.validator == "uniqueItems":
+        seen, twice = set(), []
+        for value in error.instance:
+            key = repr(value)
+            if key in seen and key not in twice:
+                twice.append(key)
+            seen.add(key)
+        what = f"lists {', '.join(twice)} more than once"
+    else:
+        what = error.message
+    accepted = _accepted(error.schema)
+    return ConfigError(f"{where}: {what}" + (f"; {accepted}" if accepted else ""))
+
+
+def complete(schema: dict) -> dict:
+    """The schema with the registries' names and the task sections filled in.
+
+    Each `{$ref: "#/$defs/<kind>"}` is replaced by the kind's enum itself, so
+    that an error's schema node names the accepted values."""
+    defs = {
+        "arch": {"enum": list(ARCHITECTURES)},
+        "size": {"enum": list(SIZES)},
+        "prior": {"enum": list(PRIORS)},
+        "task": {"enum": list(TASKS)},
+    }
+
+    def fill(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return copy.deepcopy(defs[ref.removeprefix("#/$defs/")])
+            return {key: fill(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [fill(value) for value in node]
+        return node
+
+    schema = fill(schema)
+    schema.pop("$defs", None)
+    schema["properties"]["tasks"]["properties"] = {
+        name: section_schema(task.config) for name, task in TASKS.items()}
+    return schema
+
+
+@functools.cache
+def load_schema(schema_path: str) -> dict:
+    with open(schema_path) as f:
+        return complete(yaml.safe_load(f))
+
+
+@functools.cache
+def _validator(schema_path: str):
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(load_schema(schema_path))
+
+
+def check_schema(config, schema_path: Path | str = SCHEMA_PATH) -> None:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(str(schema_path)).iter_errors(config))
+    if error is not None:
+        raise _schema_error(error) from None

@@ -1,0 +1,170 @@
+"""The specs of a study's runs: everything one training or pretraining run
+depends on, built from the study config and the run's cell.
+
+The workflow passes a spec to `scalestudy train|pretrain` as JSON (a rule
+param, so that a change to any part of it reruns exactly the runs it
+affects), and a run's `config_hash` (its record's, and its checkpoint's) is
+the spec's hash. Torch-free: the DAG builds specs without the training code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..stages import STAGES
+from ..tasks import task_config
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The `train` section of a study; the defaults are the default study's
+    (config/config.yaml, which a test keeps them equal to)."""
+
+    max_steps: int = 90
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 9
+    val_every: int = 45
+    grad_clip: float = 1.0
+    dropout: float = 0.0
+    pooling: str = "mean"
+    norm: str = "pre"
+    protocol: str = "depth"  # which dimension grows with size: default, depth, width
+    causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
+    # "max_steps" trains max_steps steps; "plateau" stops earlier at the
+    # validation loss's plateau (training.plateau), max_steps then being the cap.
+    until: str = "max_steps"
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    accelerator: str = "auto"
+    devices: Any = 1
+    # Lightning's strategy: "ddp" runs one process per device (the record
+    # counts every device's steps, tokens and FLOPs: the whole run).
+    strategy: str = "auto"
+    precision: str = "32-true"
+    # Torch intra-op threads per run; 0 keeps torch's default. The workflow
+    # sets it to the job's thread count so parallel jobs do not oversubscribe.
+    threads: int = 0
+
+
+TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+
+
+def parse_section(kind: type, name: str, given: dict):
+    accepted = {f.name for f in dataclasses.fields(kind)}
+    unknown = set(given) - accepted
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}")
+    return kind(**given)
+
+
+class Spec:
+    """What RunSpec and PretrainSpec share: parsing from JSON and the hash."""
+
+    train_section = "train"  # the study section its schedule comes from, for errors
+
+    @classmethod
+    def from_dict(cls, spec: dict):
+        spec = dict(spec)
+        spec["train"] = parse_section(TrainConfig, cls.train_section, spec.get("train", {}))
+        spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
+        made = cls(**spec)
+        made.check()
+        return made
+
+    def check(self) -> None:
+        """Raises ValueError for a spec that cannot run."""
+
+    def config_hash(self) -> str:
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunSpec(Spec):
+    """One task run: a grid cell, its task's data and its schedule."""
+
+    study: str
+    task: str
+    arch: str
+    size: str
+    prior: str
+    seed: int
+    task_config: dict = field(default_factory=dict)
+    train: TrainConfig = TrainConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+
+@dataclass(frozen=True)
+class PretrainSpec(Spec):
+    """One pretraining run of a stage (stages.py): a backbone on a corpus."""
+
+    study: str
+    kind: str  # the pretraining stage
+    corpus: str  # the task (a stage on the task's own data) or "upstream"
+    arch: str
+    size: str
+    seed: int
+    corpus_config: dict = field(default_factory=dict)
+    span: float | None = None  # mean span length; None = independent tokens
+    train: TrainConfig = TrainConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+    train_section = "pretrain"
+
+    def check(self) -> None:
+        STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
+        if self.train.val_every > self.train.max_steps:
+            raise ValueError(
+                f"pretrain.val_every = {self.train.val_every} exceeds pretrain.max_steps = "
+                f"{self.train.max_steps}: no validation, so no best checkpoint"
+            )
+
+    @property
+    def stage(self):
+        return STAGES[self.kind]
+
+
+def task_section(config: dict, task: str) -> dict:
+    """A task's options, every one stated: the study's section over the task
+    config dataclass's defaults (as JSON values)."""
+    cfg = task_config(task, config["tasks"].get(task, {}))
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int) -> dict:
+    """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
+    return {"study": config["study"], "task": task, "arch": arch, "size": size,
+            "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
+            "train": config["train"], "trainer": config["trainer"]}
+
+
+def pretrain_schedule(config: dict) -> dict:
+    """The train section of a pretraining run: the study's, with the schedule
+    keys the pretrain section states (the same backbone, norm and protocol)."""
+    pretrain = config["pretrain"]
+    return {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}}
+
+
+def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str) -> dict:
+    """The PretrainSpec of a stage's run for an arch x size (and task, for a
+    stage on the task's own data), as the dict `scalestudy pretrain` reads."""
+    entry = STAGES[stage]
+    pretrain = config["pretrain"]
+    return {
+        "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
+        "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
+        "arch": arch, "size": size, "seed": pretrain["seed"], "span": pretrain["span"],
+        "train": pretrain_schedule(config), "trainer": config["trainer"],
+    }
+
+
+def as_json(spec: dict) -> str:
+    return json.dumps(spec, sort_keys=True)

@@ -1,0 +1,154 @@
+"""The models the loop trains: a backbone with a task head (`Classifier`) or a
+masked-LM head (training/masked_lm.py), sharing the optimiser and schedule of
+`StudyModule`.
+
+Optimiser: AdamW, linear warm-up then cosine decay to 10% of the peak rate,
+stepped once per optimiser step (`warmup_cosine`). Parameter groups come from
+the modules that own the parameters: a module may define
+`optim_hints() -> {parameter name: AdamW options}` for its own parameters (S4's
+A and dt: their own learning rate, capped at the run's, and no weight decay;
+after the `_optim` attributes of state-spaces/s4's s4d.py, kept on the module
+so that a copied model keeps them).
+
+Weight decay: every other parameter decays, biases, norms and embeddings
+included (torch's AdamW applied to one group). Most LM codebases (nanoGPT,
+Hugging Face's Trainer) exempt biases and norm weights (the 1-D parameters)
+and embeddings; here they decay so that new runs stay comparable with the
+committed studies' records, which were trained that way. The difference has
+not been measured here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import LambdaLR
+
+from ..study.specs import TrainConfig
+
+
+def warmup_cosine(warmup: int, total: int):
+    """Linear warm-up to the peak rate, then cosine decay to 10% of it."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def fused_adamw(groups: list[dict]) -> bool | None:
+    """AdamW's kernel: torch's fused one on a CPU, where torch's default is a
+    Python loop over the parameters (clipping + update about 2x faster, the
+    whole step 1.15-1.37x at xxs-m: docs/benchmarks.md); torch's own choice elsewhere
+    (foreach on a GPU), where Lightning's 16-mixed gradient clipping refuses
+    an optimiser that unscales its gradients itself, as a fused one does."""
+    on_cpu = all(p.device.type == "cpu" for group in groups for p in group["params"])
+    return True if on_cpu else None
+
+
+def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
+    """AdamW groups: every parameter without a hint in the first, then one
+    group per distinct hint (`optim_hints` of the module owning them), in the
+    order of `module.parameters()`; a hinted learning rate is capped at `lr`."""
+    hints: dict[int, dict] = {}
+    for owner in module.modules():
+        for name, hint in getattr(owner, "optim_hints", dict)().items():
+            hints[id(getattr(owner, name))] = hint
+    plain, hinted = [], {}
+    for p in module.parameters():
+        hint = hints.get(id(p))
+        if hint is None:
+            plain.append(p)
+        else:
+            hinted.setdefault(tuple(sorted(hint.items())), []).append(p)
+    groups = [{"params": plain}]
+    for key, params in hinted.items():
+        options = dict(key)
+        if "lr" in options:
+            options["lr"] = min(lr, options["lr"])
+        groups.append({"params": params, **options})
+    return groups
+
+
+class StudyModule(torch.nn.Module):
+    """What every training stage's model shares: AdamW with warm-up + cosine
+    decay, the token count and the RNG streams a checkpoint keeps. The loop
+    (training/loop.py) calls:
+
+    - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
+    - `evaluation_sums(batch) -> {name: sum over the batch, "count": examples}`;
+    - `start_evaluation()` before each pass over a split.
+    """
+
+    def __init__(self, backbone: torch.nn.Module, cfg: TrainConfig, pad_id: int = 0):
+        super().__init__()
+        self.backbone, self.cfg, self.pad_id = backbone, cfg, pad_id
+
+    def training_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def evaluation_sums(self, batch) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def start_evaluation(self) -> None:
+        """Called before each evaluation pass (pretraining redraws its masks)."""
+
+    def count_tokens(self, batch) -> int:
+        """The real (non-padding) tokens of a training batch."""
+        return int((batch[0] != self.pad_id).sum())
+
+    def hyperparameters(self) -> dict:
+        """What a checkpoint needs to rebuild this model elsewhere (finetuning)."""
+        return {}
+
+    def rng_state(self) -> dict:
+        """The random streams a resumed run restores (dropout's: torch's global)."""
+        return {"torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+    def set_rng_state(self, state: dict) -> None:
+        torch.set_rng_state(state["torch"])
+        if state["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+
+    def configure_optimizer(self) -> tuple[torch.optim.Optimizer, LambdaLR]:
+        """AdamW and its per-step schedule (warm-up, then cosine decay)."""
+        cfg = self.cfg
+        groups = parameter_groups(self, cfg.lr)
+        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                      fused=fused_adamw(groups))
+        return optimizer, LambdaLR(optimizer, warmup_cosine(cfg.warmup_steps, cfg.max_steps))
+
+
+class Classifier(StudyModule):
+    """Backbone + pooled classifier head, trained with cross-entropy. A batch
+    is (tokens, labels), or (tokens, tokens2, labels) for a pair task: both
+    documents go through the backbone in one call (stacked along the batch)
+    and the head combines them."""
+
+    def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
+                 n_classes: int, pad_id: int = 0):
+        super().__init__(backbone, cfg, pad_id)
+        self.head, self.n_classes = head, n_classes
+
+    def forward(self, *docs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = torch.cat(docs) if len(docs) > 1 else docs[0]
+        out = self.backbone(tokens, tokens != self.pad_id)
+        return self.head(out.hidden, out.mask), out.aux_loss
+
+    def training_loss(self, batch):
+        *docs, labels = batch
+        logits, aux_loss = self(*docs)
+        return F.cross_entropy(logits, labels), aux_loss
+
+    def evaluation_sums(self, batch):
+        *docs, labels = batch
+        logits, _ = self(*docs)
+        return {"loss": F.cross_entropy(logits.float(), labels, reduction="sum"),
+                "acc": (logits.argmax(-1) == labels).sum(),
+                "count": torch.tensor(len(labels), device=labels.device)}
