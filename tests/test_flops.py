@@ -69,11 +69,11 @@ def transformer_step_flops(size: str, batch: int, length: int, n_classes: int,
 @pytest.mark.parametrize("size,length", [("xs", 16), ("xs", 128), ("s", 48), ("m", 48),
                                          ("m", 128)])
 def test_transformer_step_matches_the_analytic_count(size, length, causal):
-    """Within 2%, attention included (on a CPU torch alone counts it as zero:
-    0.80 of this at xs, T = 48). Causal mode counts the full T x T scores."""
+    """Exactly, attention and head included (on a CPU torch alone counts attention
+    as zero: 0.80 of this at xs, T = 48). Causal mode counts the full T x T scores."""
     counted = transformer_step_flops(size, 8, length, 10, causal)
     analytic = analytic_transformer_step(size, 8, length, 10)
-    assert counted == pytest.approx(analytic, rel=0.02)
+    assert counted == analytic
 
 
 def test_every_attention_backend_counts_the_same():

@@ -63,6 +63,9 @@ SCHEMA = pa.schema(
         ("warmup_steps", pa.int64()),
         ("norm", pa.string()),
         ("protocol", pa.string()),  # scaling protocol: default, depth, width
+        # Whether the backbone was built causal (train.causal, or a prior that forces
+        # it: random_causal, spt_causal); null in records written before the field.
+        ("causal", pa.bool_()),
         ("train_loss", pa.float64()),
         ("val_loss", pa.float64()),
         ("val_acc", pa.float64()),
@@ -82,7 +85,7 @@ SCHEMA = pa.schema(
 
 # Columns added after schema version 1: a record written before them
 # (the committed data/cache studies) reads with them null.
-ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by")
+ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal")
 
 CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
               "stopped_by": (*STOPPED_BY, None)}

@@ -43,7 +43,10 @@ class MaskedLM(StudyModule):
         return {"arch": bcfg.arch, "max_len": bcfg.max_len, "vocab_size": self.vocab_size,
                 "vocab": self.vocab, "norm": bcfg.norm}
 
-    def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
+    def predictions(self, tokens: torch.Tensor, generator: torch.Generator):
+        """(logits [B, T, V], targets [B, T]: the original id where scored, -100
+        elsewhere, aux_loss) of the backbone run on the masked (causal: unchanged)
+        inputs."""
         real = tokens != self.pad_id
         if self.backbone.cfg.causal:  # a causal model learns to predict the next token
             inputs, targets = causal_lm_targets(tokens.cpu(), real.cpu())
@@ -52,12 +55,15 @@ class MaskedLM(StudyModule):
                                           self.mask_id, self.vocab_size, generator, self.span)
         inputs, targets = inputs.to(tokens.device), targets.to(tokens.device)
         out = self.backbone(inputs, real)
-        logits = self.head(out.hidden)
+        return self.head(out.hidden), targets, out.aux_loss
+
+    def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
+        logits, targets, aux_loss = self.predictions(tokens, generator)
         if not (targets != IGNORE_INDEX).any():  # nothing masked in this batch
-            return logits.sum() * 0.0, out.aux_loss
+            return logits.sum() * 0.0, aux_loss
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
                                ignore_index=IGNORE_INDEX)
-        return loss, out.aux_loss
+        return loss, aux_loss
 
     def training_loss(self, batch):
         return self.masked_loss(batch[0], self.train_masks)
@@ -73,6 +79,10 @@ class MaskedLM(StudyModule):
         self.val_masks.manual_seed(self.seed + 1)
 
     def evaluation_sums(self, batch):
-        loss, _ = self.masked_loss(batch[0], self.val_masks)
-        count = torch.tensor(len(batch[0]), device=loss.device)
-        return {"loss": loss.float() * count, "count": count}  # batches weighted by size
+        """The NLL summed over the batch's masked (causal: predicted) tokens and their
+        number: the split's loss is the mean per masked token (upstream_loss, the
+        held-out masked-token NLL in nats), not the mean of per-sequence means."""
+        logits, targets, _ = self.predictions(batch[0], self.val_masks)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                               ignore_index=IGNORE_INDEX, reduction="sum")
+        return {"loss": loss, "count": (targets != IGNORE_INDEX).sum()}

@@ -91,7 +91,8 @@ def provenance(spec: Spec, cfg: TrainConfig, module: StudyModule, flops: int) ->
         "flops_per_step": float(flops), "pretrain_flops": 0.0,
         "batch_size": cfg.batch_size, "depth": bcfg.depth, "width": bcfg.width,
         "heads": bcfg.heads, "d_ff": bcfg.d_ff, "lr": cfg.lr, "warmup_steps": cfg.warmup_steps,
-        "norm": bcfg.norm, "protocol": cfg.protocol, "upstream_loss": math.nan,
+        "norm": bcfg.norm, "protocol": cfg.protocol, "causal": bool(bcfg.causal),
+        "upstream_loss": math.nan,
         "precision": spec.trainer.precision, "torch_version": torch.__version__,
         "package_version": __version__, "git_rev": git_rev(), "config_hash": spec.config_hash(),
     }

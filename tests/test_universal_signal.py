@@ -1,0 +1,50 @@
+"""The Universal Transformer's timestep signal on every sin/cos pair and every
+step (issue 25, item 13): signal[t, 2j] = sin(t / 10000^(2j/D)),
+signal[t, 2j+1] = cos(t / 10000^(2j/D)), added (x SIGNAL_SCALE) before each
+application of the shared block."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from scalestudy.models.universal import SIGNAL_SCALE, UniversalTransformer, timestep_signal
+
+from model_checks import batch, build
+
+
+def by_hand(step: int, width: int) -> list[float]:
+    out = []
+    for pair in range(width // 2):
+        angle = step / 10000 ** (2 * pair / width)
+        out += [math.sin(angle), math.cos(angle)]
+    return out
+
+
+@pytest.mark.parametrize("width", [8, 16, 32])
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 12])
+def test_every_pair_of_the_signal(step, width):
+    got = timestep_signal(step, width).tolist()
+    assert got == pytest.approx(by_hand(step, width), abs=1e-6)
+
+
+def test_each_application_of_the_block_adds_its_steps_signal():
+    """Depth 4: the shared block's input at step s is its output at step s - 1 (the
+    embedding at step 1) plus SIGNAL_SCALE x the hand-written signal of step s."""
+    model = build(UniversalTransformer, "xs")
+    model.cfg = dataclasses.replace(model.cfg, depth=4)
+    inputs, outputs = [], []
+    model.block.register_forward_pre_hook(lambda m, args: inputs.append(args[0]))
+    model.block.register_forward_hook(lambda m, args, out: outputs.append(out))
+    tokens, mask = batch()
+    with torch.no_grad():
+        model(tokens, mask)
+        previous = [model.embed(tokens), *outputs[:-1]]
+    assert len(inputs) == 4
+    width = model.cfg.width
+    for step, (x_in, before) in enumerate(zip(inputs, previous, strict=True), start=1):
+        signal = SIGNAL_SCALE * torch.tensor(by_hand(step, width))
+        torch.testing.assert_close(x_in - before, signal.expand_as(x_in), rtol=0, atol=1e-6)
