@@ -15,9 +15,9 @@ from scalestudy.analysis.scaling import (
     CHINCHILLA_GRID,
     MIN_SIZES,
     ChinchillaFit,
+    HuberPowerLaw,
     PowerLawFit,
     SaturatingFit,
-    _HuberPowerLaw,
     fit_chinchilla,
     fit_loglog,
     fit_saturating,
@@ -63,7 +63,7 @@ def test_chinchilla_starts_left_unpolished_reach_no_lower_optimum(chinchilla_fit
     L-BFGS-B from 100 of the 4,244 grid starts the default leaves out, drawn at
     random (seeded), finds no lower objective, and the fit is a stationary point."""
     N, D, L = _chinchilla_data()
-    model = _HuberPowerLaw(np.column_stack([np.log(N), np.log(D)]), np.log(L), 1e-3)
+    model = HuberPowerLaw(np.column_stack([np.log(N), np.log(D)]), np.log(L), 1e-3)
     order = np.argsort(model.values(CHINCHILLA_GRID), kind="stable")
     left_out = CHINCHILLA_GRID[order[256:]]
     sample = left_out[np.random.default_rng(0).choice(len(left_out), 100, replace=False)]
@@ -98,7 +98,7 @@ def test_chinchilla_drops_bad_points():
 
 def test_huber_objective_gradient_is_exact():
     N, D, L = _chinchilla_data()
-    model = _HuberPowerLaw(np.column_stack([np.log(N), np.log(D)]), np.log(L), 1e-3)
+    model = HuberPowerLaw(np.column_stack([np.log(N), np.log(D)]), np.log(L), 1e-3)
     rng = np.random.default_rng(0)
     for theta in rng.uniform([0, 0, -1, 0, 0], [25, 25, 1, 2, 2], size=(5, 5)):
         f, _ = model.fun_grad(theta)

@@ -220,6 +220,39 @@ def _fit_options(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
 
 
+def _frontier_options(p) -> None:
+    p.add_argument("table", help="CSV or Parquet of runs: params, loss, compute and/or "
+                                 "tokens; optional arch, prior, budget")
+    p.add_argument("--out-dir", required=True, type=Path, help="where the outputs go")
+    p.add_argument("--predict", nargs="+", type=float, default=[], action="extend",
+                   metavar="C", help="compute budgets (FLOPs) to predict N_opt, D_opt at")
+    p.add_argument("--curves", help="per-step curves for approach 1 (CSV or Parquet: run, "
+                                    "params, loss, compute and/or tokens)")
+    p.add_argument("--by", nargs="+", default=None, metavar="COL",
+                   help="group columns (default: arch and prior, those present)")
+    p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates")
+    p.add_argument("--ci", type=float, default=0.95, help="interval level")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--budget-gap", type=float, default=0.02,
+                   help="without a budget column: a new budget where log10 compute jumps "
+                        "by more than this (decades)")
+    p.add_argument("--max-span", type=float, default=0.1,
+                   help="without a budget column: refuse a budget spanning more than this "
+                        "(decades)")
+    p.add_argument("--min-sizes", type=int, default=3,
+                   help="approach 2: sizes a budget needs")
+    p.add_argument("--n-polish", type=int, default=256,
+                   help="approach 3: L-BFGS-B from this many best grid starts")
+    p.add_argument("--loss-label", default="loss (nats/token)", help="the figures' loss axis")
+    p.add_argument("--no-figures", action="store_true", help="write the tables only")
+
+
+def cmd_frontier(args) -> None:
+    from .analysis import frontier
+
+    frontier.run(args)
+
+
 def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -344,6 +377,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
     p.set_defaults(func=cmd_claims)
 
+    p = command("frontier", "the compute-optimal frontier of a table of runs (Hoffmann et "
+                "al. 2022, approaches 1-3): N_opt ~ C^a and D_opt ~ C^b per architecture")
+    _frontier_options(p)
+    p.set_defaults(func=cmd_frontier)
+
     p = command("analyse", "fits, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")
     p.add_argument("runs", type=Path, help=runs_help)
@@ -361,7 +399,7 @@ def run_command(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, OSError) as err:
         print(f"scalestudy {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

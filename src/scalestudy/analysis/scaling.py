@@ -204,7 +204,7 @@ def transfer_slope(
 # --------------------------------------------------------------------------- Huber fits
 
 
-class _HuberPowerLaw:
+class HuberPowerLaw:
     """Sum of Huber losses on log y - log yhat for yhat = E + sum_j C_j x_j^(-s_j).
 
     Parameters theta = (c_1..c_k, e, s_1..s_k) with C_j = exp(c_j), E = exp(e), so
@@ -262,7 +262,7 @@ class _HuberPowerLaw:
             # Evaluating every start costs one vectorised pass; L-BFGS-B runs cost
             # ~60 evaluations each, so polishing only the promising ones is the saving.
             starts = starts[np.argsort(self.values(starts), kind="stable")[:n_polish]]
-        with _one_blas_thread():
+        with one_blas_thread():
             runs = [minimize(self.fun_grad, s, jac=True, method="L-BFGS-B") for s in starts]
         return min(runs, key=lambda res: res.fun)
 
@@ -274,7 +274,7 @@ def _blas_pools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _one_blas_thread():
+def one_blas_thread():
     """Limit BLAS to one thread while L-BFGS-B runs.
 
     SciPy >= 1.15's L-BFGS-B calls BLAS/LAPACK on 5x5 problems; a multi-threaded
@@ -316,7 +316,7 @@ def fit_chinchilla(N, D, L, *, delta=1e-3, grid=None, n_polish=256) -> Chinchill
     """
     N, D, L = (np.asarray(v, dtype=float).ravel() for v in (N, D, L))
     keep = np.isfinite(N) & np.isfinite(D) & np.isfinite(L) & (N > 0) & (D > 0) & (L > 0)
-    model = _HuberPowerLaw(
+    model = HuberPowerLaw(
         np.column_stack([np.log(N[keep]), np.log(D[keep])]), np.log(L[keep]), delta
     )
     starts = CHINCHILLA_GRID if grid is None else np.asarray(grid, dtype=float)
@@ -351,7 +351,7 @@ def _saturating_replicates(lx, ly, best, n_boot: int, seed: int, delta: float) -
     thetas = np.empty((len(idx), 3))
     for i, row in enumerate(idx):
         # A resample is the same points with multiplicities: weight, don't copy.
-        m = _HuberPowerLaw(lx[:, None], ly, delta, weights=np.bincount(row, minlength=n))
+        m = HuberPowerLaw(lx[:, None], ly, delta, weights=np.bincount(row, minlength=n))
         starts = np.vstack([best, _offset_starts(lx[row], ly[row])])
         thetas[i] = m.polish(starts, n_polish=1).x
     return thetas
@@ -385,7 +385,7 @@ def fit_saturating(
         ly.min() + np.log([0.01, 0.3, 0.6, 0.9]),  # e: E below the smallest y
         [0.05, 0.1, 0.2, 0.5, 1.0, 2.0],  # alpha: log-spaced, exponents are scale-like
     )
-    model = _HuberPowerLaw(lx[:, None], ly, delta)
+    model = HuberPowerLaw(lx[:, None], ly, delta)
     # Polishing all 120 starts finds a lower objective than this in ~1 in 12
     # synthetic cases, all ones where noise swamps the curve (alpha unidentified),
     # at ~10x the cost: grid starts far from the valley take many L-BFGS-B steps.
