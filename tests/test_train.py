@@ -49,7 +49,7 @@ def test_one_cell_writes_a_valid_record(data_dir, tmp_path):
     model.load_state_dict(last["state_dict"])
     tokens, labels = data.splits["test"]
     with torch.no_grad():
-        logits, _ = model.eval()(tokens)
+        logits, _ = model.eval()(tokens.long())
     assert row["test_acc"] == pytest.approx((logits.argmax(-1) == labels).float().mean().item())
 
 
@@ -479,7 +479,7 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
     backbone = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, causal=True,
                               token_outputs=True)
     model = MaskedLM(backbone, spec.train, data.vocab_size, 0.1, None, seed=0).eval()
-    tokens = data.splits["train"][0][:4]
+    tokens = data.splits["train"][0][:4].long()
     loss, _ = model.masked_loss(tokens, torch.Generator().manual_seed(0))
     real = tokens != 0
     logits = model.head(backbone(tokens, real).hidden)

@@ -53,7 +53,12 @@ SCHEMA = pa.schema(
         ("pretrain_flops", pa.float64()),
         ("steps", pa.int64()),
         ("tokens_seen", pa.int64()),
-        ("batch_size", pa.int64()),
+        ("batch_size", pa.int64()),  # examples per optimiser step, every device's
+        # The run's devices (DDP processes), each one's share of batch_size and the
+        # examples of one forward and backward (a share accumulates micro-batches).
+        ("world_size", pa.int64()),
+        ("batch_per_device", pa.int64()),
+        ("micro_batch", pa.int64()),
         ("seq_len", pa.int64()),
         ("depth", pa.int64()),
         ("width", pa.int64()),
@@ -74,7 +79,9 @@ SCHEMA = pa.schema(
         ("wall_seconds", pa.float64()),
         ("tokens_per_second", pa.float64()),
         ("device", pa.string()),
-        ("precision", pa.string()),
+        ("precision", pa.string()),  # Lightning's, as the run resolved it
+        ("deterministic", pa.bool_()),  # torch.use_deterministic_algorithms
+        ("matmul_precision", pa.string()),  # torch.get_float32_matmul_precision()
         ("torch_version", pa.string()),
         ("package_version", pa.string()),
         ("git_rev", pa.string()),
@@ -85,7 +92,8 @@ SCHEMA = pa.schema(
 
 # Columns added after schema version 1: a record written before them
 # (the committed data/cache studies) reads with them null.
-ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal")
+ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal", "world_size",
+                 "batch_per_device", "micro_batch", "deterministic", "matmul_precision")
 
 CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
               "stopped_by": (*STOPPED_BY, None)}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -139,6 +140,9 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os.environ.update(request["env"])
         os.environ.pop(SOCKET_ENV, None)  # this process runs the command itself
         sys.argv = ["scalestudy", *request["argv"]]
+        # Lightning starts a DDP run's other ranks as `python -m <the module of
+        # __main__> argv`: the `scalestudy` command's, not this server's.
+        sys.modules["__main__"].__spec__ = importlib.util.find_spec("scalestudy.cli")
         conn.sendall(f"pid {os.getpid()}\n".encode())
         _die_with_client(conn)
         from .commands import run_command

@@ -26,21 +26,38 @@ class Embedding(nn.Module):
         return self.drop(self.token(tokens) + self.position(positions))
 
 
-def attention_mask(mask: torch.Tensor, causal: bool) -> torch.Tensor | None:
-    """[B, T] key-padding mask (True = real) -> [B, 1, T, T] boolean SDPA mask,
-    or None where it would mask nothing (not causal, no padding): SDPA without
-    a mask is the same attention, a few per cent faster per CPU training step
-    (docs/benchmarks.md). Checked on a CPU only, where it is free (on an
-    accelerator `mask.all()` would wait for the device at every layer), and
-    not under torch.compile (a data-dependent branch breaks the graph)."""
-    if (not causal and mask.device.type == "cpu" and not torch.compiler.is_compiling()
-            and bool(mask.all())):
-        return None
-    allowed = mask[:, None, None, :]
+def attention_mask(mask: torch.Tensor, causal: bool,
+                   padded: bool = True) -> tuple[torch.Tensor | None, bool]:
+    """SDPA's (attn_mask, is_causal) for a [B, T] key-padding mask (True =
+    real) of right-padded sequences.
+
+    Causal: `is_causal` and no mask. A real position attends only to positions
+    before it, all real in a right-padded row, so the outputs at real
+    positions are those of the padding-and-causal mask, and no position
+    downstream reads a padded one's (tests/test_gpu_path.py); no [B, 1, T, T]
+    mask is built (at 16,384 tokens and batch 32, 8 GiB a layer plus SDPA's
+    float copy kept for backward) and the fused kernels run.
+    Not causal: the key mask as [B, 1, 1, T] (broadcast, never T x T), or none
+    where there is no padding: inputs that never pad (`padded` False: images,
+    Pathfinder; `fixed_length`), or on a CPU a batch without padding (checked
+    there only: on an accelerator `mask.all()` would wait for the device at
+    every layer; not under torch.compile, where a data-dependent branch breaks
+    the graph). Without a mask CUDA may run flash attention, and a CPU step is
+    a few per cent faster (docs/benchmarks.md)."""
     if causal:
-        t = mask.shape[1]
-        allowed = allowed & torch.ones(t, t, dtype=torch.bool, device=mask.device).tril()
-    return allowed
+        return None, True
+    if not padded or (mask.device.type == "cpu" and not torch.compiler.is_compiling()
+                      and bool(mask.all())):
+        return None, False
+    return mask[:, None, None, :], False
+
+
+def fixed_length(model: nn.Module) -> None:
+    """Declare that `model`'s inputs never hold padding (every example of its
+    data is seq_len long): its self-attention then passes SDPA no mask."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            module.padded = False
 
 
 class SelfAttention(nn.Module):
@@ -49,6 +66,7 @@ class SelfAttention(nn.Module):
     def __init__(self, width: int, heads: int, dropout: float = 0.0, causal: bool = False):
         super().__init__()
         self.heads, self.dropout, self.causal = heads, dropout, causal
+        self.padded = True  # whether inputs may hold padding (fixed_length)
         self.query = nn.Linear(width, width)
         self.key = nn.Linear(width, width)
         self.value = nn.Linear(width, width)
@@ -60,11 +78,13 @@ class SelfAttention(nn.Module):
         def split(proj: nn.Linear) -> torch.Tensor:
             return proj(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
 
+        attn_mask, is_causal = attention_mask(mask, self.causal, self.padded)
         y = F.scaled_dot_product_attention(
             split(self.query),
             split(self.key),
             split(self.value),
-            attn_mask=attention_mask(mask, self.causal),
+            attn_mask=attn_mask,
+            is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0,
         )
         return self.out(y.transpose(1, 2).reshape(b, t, d))

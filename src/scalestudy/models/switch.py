@@ -99,9 +99,15 @@ class SwitchFeedForward(nn.Module):
         kept = (queue_place > 0) & (queue_place <= self.capacity(real))
         self.last_kept = kept.detach()
 
+        # Each expert's rows, in row order: the kept tokens sorted by expert
+        # (stable; the rest, E, last), cut at the experts' counts, read in one
+        # device sync per layer (a nonzero() per expert would be one each).
+        experts = len(self.experts)
+        routed = torch.where(kept.any(1), chosen, experts)
+        counts = kept.sum(0).tolist()
+        groups = torch.argsort(routed, stable=True).split([*counts, len(routed) - sum(counts)])
         out = torch.zeros_like(flat)
-        for i, expert in enumerate(self.experts):
-            rows = kept[:, i].nonzero().squeeze(1)
+        for expert, rows in zip(self.experts, groups[:experts], strict=True):
             scaled = expert(flat[rows]) * gate[rows, None].to(flat.dtype)
             out = out.index_add(0, rows, scaled)
         self.aux_loss = load_balancing_loss(probs, chosen, real, self.alpha)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from .specs import device_count
+
 GPU_ACCELERATORS = ("gpu", "cuda")
 
 
@@ -14,14 +16,8 @@ def gpu_study(config: dict) -> bool:
 
 
 def devices_per_run(config: dict) -> int:
-    """How many devices one run trains on: `trainer.devices` as a count, or
-    the length of its list of device ids ("0,1" or [0, 1])."""
-    devices = config["trainer"]["devices"]
-    if isinstance(devices, int):
-        return devices
-    if isinstance(devices, list):
-        return len(devices)
-    return len([d for d in str(devices).split(",") if d.strip()])
+    """How many devices one run trains on (`trainer.devices`; "auto" asks for one)."""
+    return device_count(config["trainer"]["devices"]) or 1
 
 
 def sized(config: dict, key: str):

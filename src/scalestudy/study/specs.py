@@ -45,13 +45,61 @@ class TrainConfig:
 class TrainerConfig:
     accelerator: str = "auto"
     devices: Any = 1
-    # Lightning's strategy: "ddp" runs one process per device (the record
-    # counts every device's steps, tokens and FLOPs: the whole run).
+    # Lightning's strategy: "ddp" runs one process per device, train.batch_size
+    # split over them (the record counts every device's steps, tokens and
+    # FLOPs: the whole run).
     strategy: str = "auto"
-    precision: str = "32-true"
+    # "auto": bf16-mixed on a GPU that has bf16, else 32-true (the record says
+    # which ran).
+    precision: str = "auto"
     # Torch intra-op threads per run; 0 keeps torch's default. The workflow
     # sets it to the job's thread count so parallel jobs do not oversubscribe.
     threads: int = 0
+    # torch.use_deterministic_algorithms: a CPU record is then bitwise
+    # reproducible; off, a GPU may pick its fastest kernels (cuDNN attention,
+    # flash attention's atomic backward).
+    deterministic: bool = True
+    # torch.set_float32_matmul_precision for float32 matmuls, and whether cuDNN
+    # convolutions may use TF32: "highest" neither, "high" or "medium" both.
+    matmul_precision: str = "highest"
+    # Examples per device in one forward and backward; 0: the device's whole
+    # share of the batch. Smaller, the share's gradients accumulate over
+    # micro-batches and the optimiser step (and its batch) stays the same.
+    micro_batch: int = 0
+
+
+def device_count(devices) -> int | None:
+    """How many devices `trainer.devices` names: a count, or the length of a
+    list of device ids ("0,1" or [0, 1]); None for "auto" and -1 (every
+    device the machine has, known only where the run starts)."""
+    if isinstance(devices, list):
+        return len(devices)
+    if isinstance(devices, int) or str(devices).strip().lstrip("-").isdigit():
+        count = int(devices)
+        return count if count > 0 else None
+    if str(devices).strip() == "auto":
+        return None
+    return len([d for d in str(devices).split(",") if d.strip()])
+
+
+def batch_shares(batch_size: int, world: int, micro_batch: int,
+                 section: str = "train") -> tuple[int, int, int]:
+    """(examples per device, per micro-batch, micro-batches per step) of a
+    global batch of `batch_size` over `world` devices; ValueError for a batch
+    that does not split evenly."""
+    if batch_size % world:
+        raise ValueError(
+            f"{section}.batch_size: {batch_size} does not split over the run's {world} "
+            f"devices (trainer.devices): it is the global batch, each device taking an "
+            f"equal share; accepted: a multiple of {world}")
+    per_device = batch_size // world
+    micro = micro_batch or per_device
+    if per_device % micro:
+        raise ValueError(
+            f"trainer.micro_batch: {micro_batch} does not divide the {per_device} examples "
+            f"per device ({section}.batch_size {batch_size} over {world} devices); "
+            f"accepted: a divisor of {per_device}, or 0 for all of them")
+    return per_device, micro, per_device // micro
 
 
 TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
@@ -77,6 +125,10 @@ class Spec:
         spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
         made = cls(**spec)
         made.check()
+        world = device_count(made.trainer.devices)
+        if world:  # "auto" and -1: checked where the run starts (TrainingLoop)
+            batch_shares(made.train.batch_size, world, made.trainer.micro_batch,
+                         cls.train_section)
         return made
 
     def check(self) -> None:
@@ -143,7 +195,17 @@ def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: in
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
     return {"study": config["study"], "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": config["train"], "trainer": config["trainer"]}
+            "train": config["train"], "trainer": trainer_section(config, task, size)}
+
+
+def trainer_section(config: dict, task: str | None, size: str) -> dict:
+    """The trainer section of a run of `task` (None: the upstream corpus) at
+    `size`: the study's, its micro-batch the one trainer.micro_batches gives
+    that task and size, if any."""
+    trainer = dict(config["trainer"])
+    table = trainer.pop("micro_batches", {})
+    trainer["micro_batch"] = table.get(task, {}).get(size, trainer["micro_batch"])
+    return trainer
 
 
 def pretrain_schedule(config: dict) -> dict:
@@ -162,7 +224,8 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
         "arch": arch, "size": size, "seed": pretrain["seed"], "span": pretrain["span"],
-        "train": pretrain_schedule(config), "trainer": config["trainer"],
+        "train": pretrain_schedule(config),
+        "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 
 

@@ -59,8 +59,9 @@ TASKS: Registry[Task] = Registry("task", [
 
 @dataclass
 class TaskData:
-    """Per split a tuple of tensors: token ids [N, seq_len] (pad id 0), the
-    second document's ids for a pair task (retrieval), and labels [N]."""
+    """Per split a tuple of tensors: token ids [N, seq_len] (uint16, pad id 0),
+    the second document's ids for a pair task (retrieval), and labels [N]
+    (int64). Batches of them (training.data.collate) are int64."""
 
     name: str
     splits: dict[str, tuple[Any, ...]]
@@ -158,8 +159,8 @@ def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
 
 
 def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
-    """The prepared splits as int64 tensors; refuses a directory prepared for
-    another task or config."""
+    """The prepared splits as tensors (token ids uint16, labels int64); refuses
+    a directory prepared for another task or config."""
     import torch
 
     config = json.loads(json.dumps(dataclasses.asdict(task_config(task, cfg))))
@@ -169,8 +170,10 @@ def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
                          f"{manifest['config']}, not {task} with {config}; prepare it again")
 
     def tensors(split: contract.Split) -> tuple[Any, ...]:
-        arrays = [split.tokens, split.tokens2, split.labels]
-        return tuple(torch.from_numpy(a.astype("int64")) for a in arrays if a is not None)
+        # Token ids stay in the cache's uint16 (a quarter of int64's memory, and
+        # no copy); a batch is widened (training.data.collate).
+        arrays = [split.tokens, split.tokens2, split.labels.astype("int64")]
+        return tuple(torch.from_numpy(a) for a in arrays if a is not None)
 
     return TaskData(task, {name: tensors(split) for name, split in splits.items()},
                     manifest["vocab"], manifest["vocab_size"], manifest["n_classes"],

@@ -265,7 +265,7 @@ def max_token_norm(backbone: nn.Module, batches: Iterable, pad_id: int = 0) -> f
     mu = 0.0
     try:
         for batch in batches:
-            tokens = _batch_tokens(batch).to(device)
+            tokens = _batch_tokens(batch).to(device).long()  # a split's uint16 ids too
             mask = tokens != pad_id
             captured.clear()
             try:

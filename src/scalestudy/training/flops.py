@@ -14,8 +14,10 @@ accounting. Three corrections to torch's per-kernel formulas:
   model FLOPs, the same on every backend and the same as the unfused math path
   (whose matmuls torch counts), not the kernel's recomputation of the scores
   (torch's own backward formula counts it, 2.5x forward). Masked scores count:
-  padding and the causal half of the T x T matrix cost what a dense kernel
-  spends on them (our attention passes a boolean mask, never `is_causal`).
+  padding and the causal half of the T x T matrix count as a dense kernel's
+  (a causal attention passes `is_causal`, which the flash kernels use to skip
+  the masked blocks: the count is the model's, the same on every backend, not
+  the kernel's work).
 
 - convolution backward: torch 2.13 ignores `groups` in the weight-gradient
   term, overcounting a depthwise convolution's backward by the channel count

@@ -24,6 +24,12 @@ What a run gets, and where it lives:
   run ends in the record an uninterrupted one writes;
 - `evaluate`: a split's mean loss (and accuracy), each rank summing its
   shard, the sums reduced over ranks.
+
+On an accelerator the loop waits for the device only where it reads a value:
+the steps that log or validate (every `log_every` steps at most) read the
+loss's finiteness, agreed by every rank, and under DDP whether any rank was
+asked to stop; on a CPU, where reading costs nothing, every step. Batches are
+counted and (pretraining) masked on the host before they move to the device.
 """
 
 from __future__ import annotations
@@ -46,10 +52,12 @@ from tqdm import tqdm
 from .. import faults
 from ..atomic import replacing
 from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
+from ..study.specs import batch_shares
 from . import resume
 from .plateau import plateaued
 
 LAST = resume.CHECKPOINT
+NEVER = 2**62  # the step of a non-finite loss where there was none
 
 
 class Diverged(Exception):
@@ -63,29 +71,52 @@ class Preempted(SystemExit):
         super().__init__(resume.PREEMPTED_EXIT)
 
 
+def resolved_precision(hw) -> str:
+    """The run's precision: `hw.precision`, "auto" being bf16-mixed on a CUDA
+    device with bf16 (docs/benchmarks.md) and 32-true elsewhere."""
+    if hw.precision != "auto":
+        return hw.precision
+    cuda = hw.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available()
+    return "bf16-mixed" if cuda and torch.cuda.is_bf16_supported() else "32-true"
+
+
 def make_fabric(hw, run_dir: Path) -> Fabric:
-    """The one Fabric factory: hardware from `hw` (study.specs.TrainerConfig), the
-    history to run_dir/metrics.csv; launched (under DDP, the other ranks'
-    processes run the same command)."""
+    """The one Fabric factory: hardware and numerics from `hw`
+    (study.specs.TrainerConfig), the history to run_dir/metrics.csv;
+    launched (under DDP, the other ranks' processes run the same command)."""
+    if hw.deterministic:  # cuBLAS reads it when it starts, at the first matmul
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     # One run is one process (one SLURM task) that starts its devices'
     # processes itself: no SLURM environment detection (see scalestudy.resume).
     fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
-                    precision=hw.precision, plugins=[LightningEnvironment()],
+                    precision=resolved_precision(hw), plugins=[LightningEnvironment()],
                     loggers=CSVLogger(run_dir, name="", version=""))
-    # Deterministic kernels, as Lightning's Trainer(deterministic=True) sets them.
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(hw.deterministic)
+    # One setting for both: cuDNN convolutions use TF32 by default even where
+    # matmuls are plain float32.
+    torch.set_float32_matmul_precision(hw.matmul_precision)
+    torch.backends.cudnn.allow_tf32 = hw.matmul_precision != "highest"
     fabric.launch()
     return fabric
 
 
+def any_rank(fabric: Fabric, value: torch.Tensor, op) -> int:
+    """`value` (a device scalar) reduced over the run's ranks with `op`, read
+    on the host: the one device sync of a check. torch.distributed directly:
+    Fabric's all_reduce adds a barrier."""
+    if fabric.world_size > 1:
+        value = value.clone()
+        torch.distributed.all_reduce(value, op=op)
+    return int(value)
+
+
 class StopSignal:
     """SIGTERM and USR1 (SLURM's warning before the time limit) ask the loop to
-    stop at the end of the step under way; under DDP rank 0's request reaches
-    every rank (one tiny broadcast a step)."""
+    stop at the end of the step under way; under DDP a request any rank
+    received stops every rank (TrainingLoop.stop_requested)."""
 
-    def __init__(self, fabric: Fabric):
-        self.fabric, self.requested, self.previous = fabric, False, {}
+    def __init__(self):
+        self.requested, self.previous = False, {}
         self.received = "a signal"  # its name, on the rank that received it
 
     def __enter__(self) -> StopSignal:
@@ -100,12 +131,14 @@ class StopSignal:
     def request(self, signum, frame) -> None:
         self.requested, self.received = True, signal.Signals(signum).name
 
-    def now(self) -> bool:
-        if self.fabric.world_size == 1:
-            return self.requested
-        flag = torch.tensor([int(self.requested)], device=self.fabric.device)
-        torch.distributed.broadcast(flag, src=0)
-        return bool(flag.item())
+
+def micro_batches(batch: tuple, size: int) -> list[tuple]:
+    """`batch` (host tensors, or a NamedTuple of them) cut into micro-batches
+    of `size` examples."""
+    if len(batch[0]) <= size:
+        return [batch]
+    rebuild = getattr(type(batch), "_make", tuple)
+    return [rebuild(part) for part in zip(*(t.split(size) for t in batch), strict=True)]
 
 
 def evaluate(fabric: Fabric, module, loader: DataLoader, split: str) -> dict[str, float]:
@@ -114,31 +147,50 @@ def evaluate(fabric: Fabric, module, loader: DataLoader, split: str) -> dict[str
     was_training = module.training
     module.eval()
     module.start_evaluation()
-    sums: dict[str, torch.Tensor] = {}
+    # Every name from the start: a rank whose shard is empty reduces zeros.
+    sums: dict[str, torch.Tensor | int] = dict.fromkeys(module.EVALUATION_SUMS, 0)
     with torch.no_grad(), fabric.autocast():
         for batch in loader:
-            for name, value in module.evaluation_sums(fabric.to_device(batch)).items():
-                sums[name] = sums.get(name, 0) + value.detach().float()
+            batch = to_device(fabric, module.prepare(batch, training=False))
+            for name, value in module.evaluation_sums(batch).items():
+                sums[name] = sums[name] + (value.detach().float() if torch.is_tensor(value)
+                                           else value)
     module.train(was_training)
     names = sorted(sums)
-    totals = dict(zip(names, fabric.all_reduce(torch.stack([sums[n] for n in names]),
-                                               reduce_op="sum"), strict=True))
+    stacked = torch.stack([torch.as_tensor(sums[n], dtype=torch.float32, device=fabric.device)
+                           for n in names])
+    totals = dict(zip(names, fabric.all_reduce(stacked, reduce_op="sum"), strict=True))
     count = totals.pop("count")
     return {f"{split}_{name}": float(total / count) for name, total in totals.items()}
+
+
+def to_device(fabric: Fabric, batch):
+    """A host batch on the run's device; on a CUDA device from pinned memory,
+    so that the copy runs beside the step (Fabric copies non-blocking)."""
+    if fabric.device.type == "cuda":
+        batch = getattr(type(batch), "_make", tuple)(t.pin_memory() for t in batch)
+    return fabric.to_device(batch)
 
 
 class TrainingLoop:
     """One run's training loop. `module` is a modules.StudyModule; `train` a
     data.loader (shuffled; this rank's shard), `val` this rank's validation
-    shard. Counters the record reads after `run`: step, tokens_seen,
-    train_loss, diverged_step, stopped_by, elapsed()."""
+    shard, each of this rank's share of cfg.batch_size; `micro_batch` the
+    examples of one forward and backward (0: the whole share). Counters the
+    record reads after `run`: step, tokens_seen, train_loss, diverged_step,
+    stopped_by, elapsed()."""
 
     def __init__(self, fabric: Fabric, module, cfg, run_dir: Path, config_hash: str,
-                 train: DataLoader, val: DataLoader, keep_best: bool = False):
+                 train: DataLoader, val: DataLoader, keep_best: bool = False,
+                 micro_batch: int = 0):
         self.fabric, self.cfg, self.run_dir = fabric, cfg, Path(run_dir)
         self.config_hash, self.train_loader, self.val_loader = config_hash, train, val
+        self.per_device, self.micro_batch, self.accumulation = batch_shares(
+            cfg.batch_size, fabric.world_size, micro_batch)
         self.module, self.keep_best = module.to(fabric.device), keep_best
-        optimizer, self.schedule = module.configure_optimizer()  # its kernel suits the device
+        # 16-mixed: a gradient scaler, whose overflowing steps it skips itself.
+        self.scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
+        optimizer, self.schedule = module.configure_optimizer(self.scaled)
         self.model, self.optimizer = fabric.setup(module, optimizer)
         self.model.mark_forward_method("training_loss")  # through DDP's forward
         self.step = self.epoch = self.tokens_seen = 0
@@ -150,21 +202,36 @@ class TrainingLoop:
         self.stopped_by: str | None = None
         self.seconds_before, self.started = 0.0, time.perf_counter()
         self.log_every = max(1, min(10, cfg.val_every))
+        # The first step with a non-finite loss on this rank (NEVER: none yet),
+        # kept on the device and read where the loop checks (check_finite).
+        self.first_nonfinite = torch.tensor(NEVER, device=fabric.device)
 
     # -- what a checkpoint holds ------------------------------------------------
 
     def state(self) -> dict:
         """Everything a resumed run needs to continue as if never stopped; keys
         `state_dict`, `global_step` and `hyper_parameters` are what finetuning
-        and the tests read."""
+        and the tests read. `ranks`: what each rank has of its own, its random
+        streams (its dropout) and the tokens of its shard; `precision`: the
+        precision's state (16-mixed: the gradient scaler's scale and growth)."""
+        own = {**self.module.rng_state(), "tokens_seen": torch.tensor([self.tokens_seen])}
         return {
             "state_dict": self.module, "optimizer": self.optimizer, "schedule": self.schedule,
+            "precision": self.fabric.strategy.precision,
             "loader": self.train_loader, "global_step": self.step, "epoch": self.epoch,
-            "tokens_seen": self.tokens_seen, "train_loss": self.train_loss, "best": self.best,
+            "train_loss": self.train_loss, "best": self.best,
             "history": self.history, "seconds": self.elapsed(),
             "hyper_parameters": self.module.hyperparameters(),
-            "rng": self.module.rng_state(), resume.SPEC_KEY: self.config_hash,
+            "ranks": self.every_rank(own), resume.SPEC_KEY: self.config_hash,
         }
+
+    def every_rank(self, own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Each rank's tensors stacked, [rank, ...] (a collective: every rank calls it)."""
+        world, device = self.fabric.world_size, self.fabric.device
+        if world == 1:
+            return {name: value[None] for name, value in own.items()}
+        return {name: (self.fabric.all_gather(value.to(device)).cpu() if value.numel()
+                       else value.expand(world, 0)) for name, value in own.items()}
 
     def save(self, name: str) -> None:
         """run_dir/name, written whole or not at all (a temporary file renamed),
@@ -180,12 +247,15 @@ class TrainingLoop:
         """Continue from a checkpoint this run's spec wrote (resume.resume_point)."""
         state = self.state()
         self.fabric.load(path, state, weights_only=True)
-        self.step, self.epoch, self.tokens_seen = (state["global_step"], state["epoch"],
-                                                   state["tokens_seen"])
+        self.step, self.epoch = state["global_step"], state["epoch"]
         self.train_loss, self.best, self.seconds_before = (state["train_loss"], state["best"],
                                                            state["seconds"])
         self.history = [tuple(h) for h in state["history"]]
-        self.module.set_rng_state(state["rng"])
+        # This rank's row, copied: torch reads a random state from its storage's start.
+        own = {name: every[self.fabric.global_rank].clone()
+               for name, every in state["ranks"].items()}
+        self.tokens_seen = int(own.pop("tokens_seen"))
+        self.module.set_rng_state(own)
 
     def elapsed(self) -> float:
         """Wall seconds of the run so far, over every attempt."""
@@ -203,25 +273,60 @@ class TrainingLoop:
             yield from self.train_loader
             self.epoch += 1
 
+    def checks_after(self, step: int) -> bool:
+        """Whether the loop reads device values at the end of `step`: every
+        step on a CPU (free there), else the steps that log or validate."""
+        cfg = self.cfg
+        return (self.fabric.device.type == "cpu" or step % self.log_every == 0
+                or step % cfg.val_every == 0 or step == cfg.max_steps)
+
+    def check_finite(self) -> None:
+        """Raise Diverged if a loss since the last check was non-finite on any
+        rank: every rank stops at the same step (none waits in a reduction the
+        others left)."""
+        first = any_rank(self.fabric, self.first_nonfinite, torch.distributed.ReduceOp.MIN)
+        if first != NEVER:
+            self.diverged_step = first
+            raise Diverged(f"non-finite loss at step {first}")
+
+    def stop_requested(self, stop: StopSignal) -> bool:
+        """Whether a rank was asked to stop; under DDP agreed on the checked steps."""
+        if self.fabric.world_size == 1:
+            return stop.requested
+        if not self.checks_after(self.step):
+            return False
+        flag = torch.tensor(int(stop.requested), device=self.fabric.device)
+        return bool(any_rank(self.fabric, flag, torch.distributed.ReduceOp.MAX))
+
     def training_step(self, batch) -> torch.Tensor:
+        """One optimiser step on this rank's share of the batch, micro-batch by
+        micro-batch; returns the share's mean loss (on the device)."""
         cfg, fabric = self.cfg, self.fabric
-        # Count the batch's tokens on the host: read on a GPU after the step,
-        # the count would stall the device every step.
+        # Counted and masked on the host: read on a GPU after the step, the
+        # count would stall the device every step.
         tokens = self.module.count_tokens(batch)
-        loss, aux_loss = self.model.training_loss(fabric.to_device(batch))
-        total = loss + aux_loss
-        if not torch.isfinite(total):  # no update from this loss, no further step
-            self.diverged_step = self.step
-            raise Diverged(f"non-finite loss at step {self.step}")
-        fabric.backward(total)
-        if cfg.grad_clip:
-            fabric.clip_gradients(self.model, self.optimizer, max_norm=cfg.grad_clip)
+        parts = micro_batches(self.module.prepare(batch, training=True), self.micro_batch)
+        losses = []
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            with fabric.no_backward_sync(self.model, enabled=not last):
+                loss, aux_loss = self.model.training_loss(to_device(fabric, part))
+                total = loss + aux_loss
+                self.first_nonfinite = torch.minimum(
+                    self.first_nonfinite, torch.where(torch.isfinite(total), NEVER, self.step))
+                if last and self.checks_after(self.step + 1):
+                    self.check_finite()  # no update from a non-finite loss
+                fabric.backward(total / len(parts))
+            losses.append(loss.detach())
+        if cfg.grad_clip:  # an overflow under a scaler is no error: the step is skipped
+            fabric.clip_gradients(self.model, self.optimizer, max_norm=cfg.grad_clip,
+                                  error_if_nonfinite=not self.scaled)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.schedule.step()
         self.step += 1
         self.tokens_seen += tokens
-        return loss
+        return losses[0] if len(losses) == 1 else torch.stack(losses).mean()
 
     def validate(self) -> dict[str, float]:
         metrics = evaluate(self.fabric, self.module, self.val_loader, "val")
@@ -263,7 +368,7 @@ class TrainingLoop:
         self.module.train()
         progress = tqdm(total=cfg.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
                         disable=not (fabric.is_global_zero and sys.stderr.isatty()))
-        with StopSignal(fabric) as stop, progress:
+        with StopSignal() as stop, progress:
             batches = self.batches()
             while self.step < cfg.max_steps and self.stopped_by is None:
                 loss = self.training_step(next(batches))
@@ -279,7 +384,7 @@ class TrainingLoop:
                     self.save(LAST)
                 progress.update()
                 self.after_step()
-                if stop.now():
+                if self.stop_requested(stop):
                     self.save(LAST)
                     print(f"stopped by {stop.received} at step {self.step}: saved "
                           f"{self.run_dir / LAST}", flush=True)

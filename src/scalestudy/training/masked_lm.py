@@ -5,11 +5,14 @@ causal backbone, to predict the next token.
 Masked positions take the [MASK] id (Amos et al. 2023; no BERT 80/10/10).
 Pixel tasks (Image, Pathfinder, Path-X) mask their intensity tokens with the
 [MASK] id too (Amos et al. zero the pixel and flag it in an extra input
-channel). The masks are drawn on the CPU from the model's own seeded
-generators, the same on any accelerator, and a checkpoint keeps their state.
+channel). The masks are drawn on the CPU (`prepare`, on the host batch before
+it moves to the device) from the model's own seeded generators, the same on
+any accelerator, and a checkpoint keeps their state.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +21,16 @@ from ..models.lm_head import MaskedLMHead
 from ..study.specs import TrainConfig
 from .masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 from .modules import StudyModule
+
+
+class Masked(NamedTuple):
+    """A pretraining batch as the backbone takes it: the masked (causal:
+    unchanged) ids, the original id where scored (-100 elsewhere) and the
+    real positions, all [B, T]."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    real: torch.Tensor
 
 
 class MaskedLM(StudyModule):
@@ -43,30 +56,44 @@ class MaskedLM(StudyModule):
         return {"arch": bcfg.arch, "max_len": bcfg.max_len, "vocab_size": self.vocab_size,
                 "vocab": self.vocab, "norm": bcfg.norm}
 
-    def predictions(self, tokens: torch.Tensor, generator: torch.Generator):
-        """(logits [B, T, V], targets [B, T]: the original id where scored, -100
-        elsewhere, aux_loss) of the backbone run on the masked (causal: unchanged)
-        inputs."""
+    def prepare(self, batch: tuple, training: bool) -> Masked:
+        """The host batch masked (causal: unchanged) before it moves to the
+        device, so that no mask makes a round trip through the host."""
+        return self.masked(batch[0], self.train_masks if training else self.val_masks)
+
+    def masked(self, tokens: torch.Tensor, generator: torch.Generator) -> Masked:
+        """`tokens` (on the CPU) masked with draws from `generator`."""
         real = tokens != self.pad_id
         if self.backbone.cfg.causal:  # a causal model learns to predict the next token
-            inputs, targets = causal_lm_targets(tokens.cpu(), real.cpu())
+            inputs, targets = causal_lm_targets(tokens, real)
         else:
-            inputs, targets = mask_tokens(tokens.cpu(), real.cpu(), self.mask_ratio,
-                                          self.mask_id, self.vocab_size, generator, self.span)
-        inputs, targets = inputs.to(tokens.device), targets.to(tokens.device)
-        out = self.backbone(inputs, real)
-        return self.head(out.hidden), targets, out.aux_loss
+            inputs, targets = mask_tokens(tokens, real, self.mask_ratio, self.mask_id,
+                                          self.vocab_size, generator, self.span)
+        return Masked(inputs, targets, real)
+
+    def predictions(self, batch: Masked | tuple, training: bool):
+        """(logits [B, T, V], targets [B, T], aux_loss) of the backbone on a
+        prepared batch (a raw one, (tokens,) on a CPU, is prepared here)."""
+        if not isinstance(batch, Masked):
+            batch = self.prepare(batch, training)
+        out = self.backbone(batch.inputs, batch.real)
+        return self.head(out.hidden), batch.targets, out.aux_loss
 
     def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
-        logits, targets, aux_loss = self.predictions(tokens, generator)
-        if not (targets != IGNORE_INDEX).any():  # nothing masked in this batch
-            return logits.sum() * 0.0, aux_loss
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
-                               ignore_index=IGNORE_INDEX)
-        return loss, aux_loss
+        """The training loss of CPU `tokens` masked from `generator`."""
+        return self.training_loss(self.masked(tokens, generator))
 
     def training_loss(self, batch):
-        return self.masked_loss(batch[0], self.train_masks)
+        """The mean NLL per scored token (0 where a batch has none), without
+        asking the device whether it has any: the sum over the count, which
+        equals cross-entropy's own mean bitwise on a CPU."""
+        logits, targets, aux_loss = self.predictions(batch, training=True)
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                              ignore_index=IGNORE_INDEX, reduction="sum")
+        return nll / (targets != IGNORE_INDEX).sum().clamp_min(1), aux_loss
+
+    def reseed(self, seed: int) -> None:
+        self.train_masks.manual_seed(seed)
 
     def rng_state(self) -> dict:  # a resumed run draws the masks it would have
         return {**super().rng_state(), "train_masks": self.train_masks.get_state()}
@@ -82,7 +109,7 @@ class MaskedLM(StudyModule):
         """The NLL summed over the batch's masked (causal: predicted) tokens and their
         number: the split's loss is the mean per masked token (upstream_loss, the
         held-out masked-token NLL in nats), not the mean of per-sequence means."""
-        logits, targets, _ = self.predictions(batch[0], self.val_masks)
+        logits, targets, _ = self.predictions(batch, training=False)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
                                ignore_index=IGNORE_INDEX, reduction="sum")
         return {"loss": loss, "count": (targets != IGNORE_INDEX).sum()}

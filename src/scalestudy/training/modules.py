@@ -41,14 +41,17 @@ def warmup_cosine(warmup: int, total: int):
     return factor
 
 
-def fused_adamw(groups: list[dict]) -> bool | None:
-    """AdamW's kernel: torch's fused one on a CPU, where torch's default is a
-    Python loop over the parameters (clipping + update about 2x faster, the
-    whole step 1.15-1.37x at xxs-m: docs/benchmarks.md); torch's own choice elsewhere
-    (foreach on a GPU), where Lightning's 16-mixed gradient clipping refuses
-    an optimiser that unscales its gradients itself, as a fused one does."""
-    on_cpu = all(p.device.type == "cpu" for group in groups for p in group["params"])
-    return True if on_cpu else None
+def fused_adamw(groups: list[dict], scaled: bool = False) -> bool | None:
+    """AdamW's kernel: torch's fused one (one kernel for the whole update: on
+    a CPU clipping + update about 2x faster than torch's default there, a
+    Python loop over the parameters, and the whole step 1.15-1.37x at xxs-m,
+    docs/benchmarks.md; on a GPU one launch in place of foreach's few per
+    parameter group). Torch's own choice (foreach on a GPU) under a gradient
+    scaler (`scaled`: 16-mixed), whose unscaling before clipping Lightning
+    refuses for an optimiser that unscales its gradients itself, as a fused
+    one does; and on a device without a fused kernel (meta)."""
+    devices = {p.device.type for group in groups for p in group["params"]}
+    return True if not scaled and devices <= {"cpu", "cuda"} else None
 
 
 def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
@@ -81,9 +84,13 @@ class StudyModule(torch.nn.Module):
     (training/loop.py) calls:
 
     - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
-    - `evaluation_sums(batch) -> {name: sum over the batch, "count": examples}`;
-    - `start_evaluation()` before each pass over a split.
+    - `evaluation_sums(batch) -> {name: sum over the batch, "count": examples}`
+      (`EVALUATION_SUMS` names them; a count may be a host number);
+    - `start_evaluation()` before each pass over a split;
+    - `prepare(batch, training)` on the host batch before it moves to the device.
     """
+
+    EVALUATION_SUMS: tuple[str, ...] = ("loss", "count")
 
     def __init__(self, backbone: torch.nn.Module, cfg: TrainConfig, pad_id: int = 0):
         super().__init__()
@@ -99,29 +106,45 @@ class StudyModule(torch.nn.Module):
         """Called before each evaluation pass (pretraining redraws its masks)."""
 
     def count_tokens(self, batch) -> int:
-        """The real (non-padding) tokens of a training batch."""
+        """The real (non-padding) tokens of a training batch (on the host)."""
         return int((batch[0] != self.pad_id).sum())
+
+    def prepare(self, batch: tuple, training: bool) -> tuple:
+        """The batch as `training_loss` (training) or `evaluation_sums` take it,
+        made on the host before it moves to the device; pretraining draws its
+        masks here, from the CPU generators it keeps."""
+        return batch
 
     def hyperparameters(self) -> dict:
         """What a checkpoint needs to rebuild this model elsewhere (finetuning)."""
         return {}
 
-    def rng_state(self) -> dict:
-        """The random streams a resumed run restores (dropout's: torch's global)."""
-        return {"torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    def reseed(self, seed: int) -> None:
+        """Seed the module's own random streams (pretraining's masks); torch's
+        global one (dropout's) is the caller's (training.run.seed_rank)."""
 
-    def set_rng_state(self, state: dict) -> None:
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """The random streams a resumed run restores, as uint8 tensors of one
+        size on every rank of a run (the loop gathers every rank's): torch's
+        global CPU stream (dropout's on a CPU), and the current CUDA device's
+        (dropout's on a GPU; empty where CUDA is not in use)."""
+        cuda = (torch.cuda.get_rng_state() if torch.cuda.is_initialized()
+                else torch.empty(0, dtype=torch.uint8))
+        return {"torch": torch.get_rng_state(), "cuda": cuda}
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None:
         torch.set_rng_state(state["torch"])
-        if state["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda"])
+        if state["cuda"].numel():
+            torch.cuda.set_rng_state(state["cuda"])
 
-    def configure_optimizer(self) -> tuple[torch.optim.Optimizer, LambdaLR]:
-        """AdamW and its per-step schedule (warm-up, then cosine decay)."""
+    def configure_optimizer(self, scaled: bool = False) -> tuple[torch.optim.Optimizer,
+                                                                 LambdaLR]:
+        """AdamW and its per-step schedule (warm-up, then cosine decay);
+        `scaled`: the run's gradients go through a gradient scaler (16-mixed)."""
         cfg = self.cfg
         groups = parameter_groups(self, cfg.lr)
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                      fused=fused_adamw(groups))
+                                      fused=fused_adamw(groups, scaled))
         return optimizer, LambdaLR(optimizer, warmup_cosine(cfg.warmup_steps, cfg.max_steps))
 
 
@@ -130,6 +153,8 @@ class Classifier(StudyModule):
     is (tokens, labels), or (tokens, tokens2, labels) for a pair task: both
     documents go through the backbone in one call (stacked along the batch)
     and the head combines them."""
+
+    EVALUATION_SUMS = ("loss", "acc", "count")
 
     def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
                  n_classes: int, pad_id: int = 0):
@@ -150,5 +175,4 @@ class Classifier(StudyModule):
         *docs, labels = batch
         logits, _ = self(*docs)
         return {"loss": F.cross_entropy(logits.float(), labels, reduction="sum"),
-                "acc": (logits.argmax(-1) == labels).sum(),
-                "count": torch.tensor(len(labels), device=labels.device)}
+                "acc": (logits.argmax(-1) == labels).sum(), "count": len(labels)}

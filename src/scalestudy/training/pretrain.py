@@ -24,13 +24,15 @@ import torch
 
 from .. import tasks
 from ..models import backbone_class, backbone_config
+from ..models.layers import fixed_length
 from ..records import data_checksum
 from ..study.specs import PretrainSpec
 from ..tasks import upstream
 from ..tasks.contract import BYTES
+from .data import has_padding
 from .loop import BEST, evaluate
 from .masked_lm import MaskedLM
-from .run import start, step_flops, train_and_record
+from .run import job_errors, start, step_flops, train_and_record
 
 
 @dataclass
@@ -60,6 +62,7 @@ def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
                   f"upstream corpus ({cfg.source})", BYTES)
 
 
+@job_errors
 def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     """Pretrain one backbone; writes best.ckpt, last.ckpt, metrics.csv and a
     run record (its stage and prior the stage's name) into out_dir."""
@@ -71,9 +74,13 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
     bcfg = backbone_config(spec.arch, spec.size, text.vocab_size, text.seq_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
                            token_outputs=True)
-    model = MaskedLM(backbone_class(spec.arch)(bcfg), cfg, text.vocab_size, text.mask_ratio,
-                     spec.span, spec.seed, vocab=text.vocab)
-    flops = step_flops(fabric, model, text.splits["train"], cfg.batch_size)
+    backbone = backbone_class(spec.arch)(bcfg)
+    if not has_padding(t for tensors in text.splits.values() for t in tensors):
+        fixed_length(backbone)
+    model = MaskedLM(backbone, cfg, text.vocab_size, text.mask_ratio, spec.span, spec.seed,
+                     vocab=text.vocab)
+    flops = step_flops(fabric, model, text.splits["train"], cfg.batch_size,
+                       spec.trainer.micro_batch)
     record = {"task": spec.corpus, "task_data": text.label, "prior": spec.kind,
               "stage": spec.kind, "seq_len": text.seq_len, "data_checksum": data_checksum(data_dir)}
 

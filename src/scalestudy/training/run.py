@@ -1,20 +1,27 @@
 """What every training run does around its loop, task run or pretraining:
 the one start-up path and the one way a run ends in its record.
 
-- `start`: the run's directory, torch's threads, Lightning's noise, Fabric
-  (the hardware from the spec's trainer section) and the seed;
-- `train_and_record`: count the FLOPs of one step, seed again, make the
-  record's provenance, run the loop (from the run's own last.ckpt if a killed
-  attempt left one), evaluate, and write the record atomically: ok, diverged
-  (non-finite loss) or failed (an exception, recorded with it). Stopped by
-  SIGTERM or USR1: checkpoint saved, no record, exit 143 (loop.Preempted).
+- `start`: the run's directory, torch's threads, Lightning's noise, its GPUs
+  on a workstation, Fabric (the hardware from the spec's trainer section) and
+  the seed;
+- `step_flops`: count the FLOPs of one step, on the training device, once;
+- `train_and_record`: seed each rank, make the record's provenance, run the
+  loop (from the run's own last.ckpt if a killed attempt left one), evaluate,
+  and write the record atomically: ok, diverged (non-finite loss) or failed (an
+  exception of the model or the data, recorded with it). Stopped by SIGTERM or
+  USR1: checkpoint saved, no record, exit 143 (loop.Preempted).
+- `job_errors`: what the machine did wrong (out of memory, no or a failing
+  accelerator) is no result: the job fails with no record, so that the
+  scheduler retries it (with more memory: profiles/slurm) and a study never
+  "finishes" with every cell failed on a node without its GPU.
 
 training/task.py and training/pretrain.py build their model and data and
-call these two.
+call these.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import traceback
@@ -27,14 +34,63 @@ from lightning.fabric import Fabric, seed_everything
 
 from .. import __version__
 from ..records import error_line, write_record
-from ..study.specs import Spec, TrainConfig
-from . import resume
+from ..study.specs import Spec, TrainConfig, batch_shares
+from . import devices, resume
 from .data import shard
 from .flops import count_params, flops_per_step
-from .loop import Diverged, TrainingLoop, make_fabric
+from .loop import Diverged, TrainingLoop, make_fabric, to_device
 from .modules import StudyModule
 
 METRICS = ("train_loss", "val_loss", "val_acc", "test_acc", "upstream_loss")
+
+# What the machine did wrong, not the model: the job fails (no record) and the
+# scheduler retries it. By type where torch has one; Lightning's and torch's
+# CUDA paths raise plain RuntimeErrors (an AssertionError without CUDA), known
+# by their messages.
+JOB_ERRORS = (MemoryError, torch.OutOfMemoryError, torch.AcceleratorError,
+              torch.distributed.DistBackendError, devices.NoFreeGPU)
+JOB_ERROR_MESSAGES = (
+    "No supported gpu backend found",  # Lightning: accelerator gpu, and none here
+    "can not run on your system since the accelerator is not available",  # Lightning
+    "Torch not compiled with CUDA enabled",  # a CPU build of torch
+    "CUDA error", "CUDA out of memory", "CUDA driver", "cuDNN error", "CUDNN_STATUS_",
+    "CUBLAS_STATUS_", "NCCL error", "DefaultCPUAllocator: can't allocate memory",
+    "DefaultCPUAllocator: not enough memory",
+)
+
+
+class JobFailed(SystemExit):
+    """The machine failed the run (`job_errors`): exit 1, no record."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
+def fails_the_job(error: BaseException) -> bool:
+    """Whether `error` is the machine's (memory, the accelerator), not the run's."""
+    return isinstance(error, JOB_ERRORS) or any(
+        marker in str(error) for marker in JOB_ERROR_MESSAGES)
+
+
+def job_errors(run: Callable) -> Callable:
+    """A training or pretraining run whose machine errors (`fails_the_job`,
+    anywhere: Fabric's start, the model's placement, a step) fail the job with
+    no record (JobFailed); any other error goes on to the caller, which records
+    it as a failed run."""
+
+    @functools.wraps(run)
+    def guarded(*args, **kwargs):
+        try:
+            return run(*args, **kwargs)
+        except Exception as err:
+            if not fails_the_job(err):
+                raise
+            traceback.print_exc()
+            print(f"the machine failed the run ({error_line(err)}): no record; the job fails "
+                  "so that the scheduler retries it", flush=True)
+            raise JobFailed from err
+
+    return guarded
 
 
 def quiet_lightning() -> None:
@@ -65,35 +121,69 @@ def git_rev() -> str | None:
 
 def start(spec: Spec, run_dir: Path) -> Fabric:
     """Everything a run sets up before it builds its model: its directory,
-    threads, warnings, Fabric (launched: under DDP the other ranks' processes
-    run the same command) and the seed."""
+    threads, warnings, its GPUs on a workstation (training.devices), Fabric
+    (launched: under DDP the other ranks' processes run the same command) and
+    the seed."""
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     if spec.trainer.threads:
         torch.set_num_threads(spec.trainer.threads)
     quiet_lightning()
+    devices.claim(spec.trainer)
     fabric = make_fabric(spec.trainer, run_dir)
     seed_everything(spec.seed, verbose=False)
     return fabric
 
 
-def step_flops(fabric: Fabric, model: StudyModule, train: tuple, batch_size: int) -> int:
-    """Counted FLOPs of one optimiser step of the whole run: every device's batch."""
-    return fabric.world_size * flops_per_step(model, tuple(t[:batch_size] for t in train))
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of a run's rank: the run's own on rank 0 (a one-device run is
+    unchanged), a distinct one on every other rank, so that each draws its own
+    dropout (and pretraining) masks."""
+    return (seed + rank * 0x9E3779B1) % 2**32
 
 
-def provenance(spec: Spec, cfg: TrainConfig, module: StudyModule, flops: int) -> dict:
+def step_flops(fabric: Fabric, model: StudyModule, train: tuple, batch_size: int,
+               micro_batch: int) -> int:
+    """Counted FLOPs of one optimiser step of the whole run: every device's
+    share of `batch_size`, micro-batch by micro-batch. Counted once, by rank 0
+    on its training device (the model placed there first, under the run's
+    autocast), on one micro-batch of the split's first examples, and
+    broadcast: no rank runs more than one micro-batch's forward and backward
+    for it, and a GPU run none on the host. Exact where every micro-batch of
+    the run costs the same, which holds for every backbone but Switch, whose
+    experts run on the tokens routed to them: its count is the first
+    micro-batch's routing, a sample (docs/cluster.md)."""
+    _, micro, accumulation = batch_shares(batch_size, fabric.world_size, micro_batch)
+    model.to(fabric.device)
+    flops = None
+    if fabric.is_global_zero:
+        batch = model.prepare(tuple(t[:micro].long() for t in train), training=True)
+        with fabric.autocast():
+            flops = fabric.world_size * accumulation * flops_per_step(
+                model, to_device(fabric, batch))
+    return int(fabric.broadcast(flops, src=0))
+
+
+def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule,
+               flops: int) -> dict:
     """The record fields known before training starts."""
     bcfg = module.backbone.cfg
     n_params, n_nonembed = count_params(module)
+    per_device, micro, _ = batch_shares(cfg.batch_size, fabric.world_size,
+                                        spec.trainer.micro_batch)
     return {
         "study": spec.study, "arch": spec.arch, "size": spec.size, "seed": spec.seed,
         "n_params": n_params, "n_params_nonembed": n_nonembed,
         "flops_per_step": float(flops), "pretrain_flops": 0.0,
-        "batch_size": cfg.batch_size, "depth": bcfg.depth, "width": bcfg.width,
+        "batch_size": cfg.batch_size, "world_size": fabric.world_size,
+        "batch_per_device": per_device, "micro_batch": micro,
+        "depth": bcfg.depth, "width": bcfg.width,
         "heads": bcfg.heads, "d_ff": bcfg.d_ff, "lr": cfg.lr, "warmup_steps": cfg.warmup_steps,
         "norm": bcfg.norm, "protocol": cfg.protocol, "causal": bool(bcfg.causal),
         "upstream_loss": math.nan,
-        "precision": spec.trainer.precision, "torch_version": torch.__version__,
+        "precision": fabric.strategy.precision.precision,
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "torch_version": torch.__version__,
         "package_version": __version__, "git_rev": git_rev(), "config_hash": spec.config_hash(),
     }
 
@@ -108,12 +198,14 @@ def train_and_record(
     run_dir/record.parquet: `record` (the run's own fields) over the
     provenance. Returns the record."""
     cfg = model.cfg
-    seed_everything(spec.seed, verbose=False)
-    record = {**provenance(spec, cfg, model, flops), **record}
+    seed = rank_seed(spec.seed, fabric.global_rank)
+    seed_everything(seed, verbose=False)
+    model.reseed(seed)
+    record = {**provenance(spec, cfg, fabric, model, flops), **record}
     loop = TrainingLoop(fabric, model, cfg, run_dir, spec.config_hash(),
                         shard(fabric, splits["train"], cfg.batch_size, spec.seed, True),
                         shard(fabric, splits["val"], cfg.batch_size, spec.seed, False),
-                        keep_best=keep_best)
+                        keep_best=keep_best, micro_batch=spec.trainer.micro_batch)
     path = Path(run_dir) / "record.parquet"
     metrics: dict[str, float] = {}
     status, error = "ok", ""
@@ -131,7 +223,9 @@ def train_and_record(
     except Diverged:
         status = "diverged"  # at loop.diverged_step; the last finite loss logged stays
         metrics["train_loss"] = loop.train_loss
-    except Exception as err:  # a run that crashes is data too: record it
+    except Exception as err:  # a run that crashes is data too: record it ...
+        if fails_the_job(err):  # ... unless the machine failed it (job_errors)
+            raise
         status, error = "failed", error_line(err)
         traceback.print_exc()
     finally:

@@ -13,13 +13,14 @@ from pathlib import Path
 from .. import tasks
 from ..models import backbone_class, backbone_config
 from ..models.heads import ClassifierHead
+from ..models.layers import fixed_length
 from ..priors import PRIORS
 from ..records import data_checksum, read_records
 from ..study.specs import RunSpec, TrainConfig
-from .data import shard
+from .data import has_padding, shard
 from .loop import evaluate
 from .modules import Classifier
-from .run import start, step_flops, train_and_record
+from .run import job_errors, start, step_flops, train_and_record
 
 
 def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
@@ -40,11 +41,15 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
     bcfg = backbone_config(spec.arch, spec.size, data.vocab_size, max_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
     backbone = backbone_class(spec.arch)(bcfg)
+    if not has_padding((t for tensors in data.splits.values() for t in tensors[:-1]),
+                       data.pad_id):
+        fixed_length(backbone)  # the labels aside
     report = prior.initialise(backbone, data, checkpoint)
     head = ClassifierHead(backbone, data.n_classes, cfg.pooling, pair=data.pair)
     return Classifier(backbone, head, cfg, data.n_classes, data.pad_id), report
 
 
+@job_errors
 def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = None) -> dict:
     """Train one cell and write run_dir/record.parquet; returns the record.
 
@@ -65,7 +70,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
     model, report = build_classifier(spec, prior.schedule(spec.train), data, pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
-    flops = step_flops(fabric, model, data.splits["train"], model.cfg.batch_size)
+    flops = step_flops(fabric, model, data.splits["train"], model.cfg.batch_size,
+                       spec.trainer.micro_batch)
     model.cfg = prior.match_compute(model.cfg, flops, pretrain_record)
     record = {"task": spec.task, "task_data": data.label, "prior": spec.prior,
               "stage": prior.stage, "seq_len": data.seq_len,
