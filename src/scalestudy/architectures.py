@@ -32,6 +32,22 @@ class Architecture:
     causal: bool = True  # whether the mechanism has a causal mode (train.causal)
     # The vanilla baseline the others are compared with (the architecture gap).
     reference: bool = False
+    # What training it costs in GPU memory (study/costs.gpu_memory), measured
+    # on a CPU by training/memory.py (the bytes autograd saves for backward, T5
+    # sizes tiny to base, dropout 0; tests/test_gpu_path.py re-measures them):
+    # bytes a token keeps per layer per unit of width of the size's vanilla
+    # shape, in 32-true and under bf16 or fp16 autocast (Performer's float32
+    # random features, m = d ln d = 266 a head at head dim 64, are in its);
+    # bytes a position keeps per layer per unit of width whatever the batch
+    # (S4's kernel: Abar^l, [D, N/2, T] complex64); and the parameters
+    # relative to the vanilla transformer's (Switch's experts; the shared
+    # layers of ALBERT and the Universal Transformer).
+    activation_bytes: tuple[float, float] = (66.0, 42.0)
+    kernel_bytes: float = 0.0
+    params_factor: float = 1.0
+    # Softmax attention through SDPA (its score matrix materialises only on
+    # the math path: study/costs.gpu_memory).
+    attention: bool = True
 
     def load(self) -> type:
         """The backbone class (imports torch)."""
@@ -45,18 +61,25 @@ class Architecture:
 A = Architecture
 ARCHITECTURES: Registry[Architecture] = Registry("arch", [
     A("transformer", "transformer", "Transformer", "#000000", "o", reference=True),
-    A("glu", "glu", "GLUTransformer", "#E69F00", "s"),
+    A("glu", "glu", "GLUTransformer", "#E69F00", "s", activation_bytes=(77.0, 50.0)),
     A("mos", "mos", "MoSTransformer", "#56B4E9", "^"),
-    A("evolved", "evolved", "EvolvedTransformer", "#009E73", "D"),
-    A("universal", "universal", "UniversalTransformer", "#0072B2", "v"),
-    A("switch", "switch", "SwitchTransformer", "#D55E00", "P"),
-    A("performer", "performer", "Performer", "#CC79A7", "X"),
+    A("evolved", "evolved", "EvolvedTransformer", "#009E73", "D", activation_bytes=(74.0, 45.0)),
+    A("universal", "universal", "UniversalTransformer", "#0072B2", "v", params_factor=0.2),
+    A("switch", "switch", "SwitchTransformer", "#D55E00", "P", activation_bytes=(75.0, 50.0),
+      params_factor=3.0),
+    A("performer", "performer", "Performer", "#CC79A7", "X", activation_bytes=(162.0, 144.0),
+      attention=False),
     # Pooling merges positions t and t+1: no causal mode.
-    A("funnel", "funnel", "Funnel", "#882255", "<", causal=False),
-    A("albert", "albert", "Albert", "#999933", "p"),
-    A("mixer", "mixer", "Mixer", "#332288", "h"),
-    A("lconv", "convolutions", "LightConv", "#44AA99", ">"),
-    A("dconv", "convolutions", "DynamicConv", "#8C564B", "d"),
-    A("s4", "s4", "S4", "#E8384F", "*"),
-    A("s4_unstructured", "s4", "S4Unstructured", "#AA4499", "8"),
+    A("funnel", "funnel", "Funnel", "#882255", "<", causal=False,
+      activation_bytes=(46.0, 30.0)),
+    A("albert", "albert", "Albert", "#999933", "p", params_factor=0.2),
+    A("mixer", "mixer", "Mixer", "#332288", "h", activation_bytes=(80.0, 45.0), attention=False),
+    A("lconv", "convolutions", "LightConv", "#44AA99", ">", activation_bytes=(70.0, 40.0),
+      attention=False),
+    A("dconv", "convolutions", "DynamicConv", "#8C564B", "d", activation_bytes=(222.0, 116.0),
+      attention=False),
+    A("s4", "s4", "S4", "#E8384F", "*", activation_bytes=(88.0, 61.0), kernel_bytes=272.0,
+      attention=False),
+    A("s4_unstructured", "s4", "S4Unstructured", "#AA4499", "8", activation_bytes=(88.0, 61.0),
+      kernel_bytes=272.0, attention=False),
 ])

@@ -7,12 +7,13 @@ import os
 import re
 import signal
 import threading
+from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
 from scalestudy.locks import claim, clear_stale
 from scalestudy.stages import STAGES
-from scalestudy.study import machine_memory, trains_in_host_memory, validate
+from scalestudy.study import check_cluster, machine_memory, trains_in_host_memory, validate
 from scalestudy.study import costs, grid, resources, specs
 from scalestudy.tasks import check_releases
 
@@ -62,15 +63,28 @@ OUT = f"results/{config['study']}"
 
 
 def start_study():
-    """Claim the study's lock; jobs that run on this machine fork from one warm
-    process that has torch, Lightning and the analysis stack imported
-    (scalestudy.warm), instead of each paying seconds of imports. Cluster jobs
-    run their command directly."""
+    """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
+    its executor) a study names its accelerator. Jobs that run on this machine
+    fork from one warm process that has torch, Lightning and the analysis
+    stack imported (scalestudy.warm), instead of each paying seconds of
+    imports, and a GPU study's jobs take GPUs no other job holds: the `gpu`
+    resource (the machine's GPUs, unless --resources gpu=N says otherwise) and
+    a lock file per GPU (scalestudy.training.devices). Cluster jobs run their
+    command directly, on the GPUs SLURM gave them."""
+    if not workflow.local_exec:
+        check_cluster(config)
     claim()  # this process holds the lock (see scalestudy.locks)
-    if workflow.local_exec:
-        from scalestudy import warm
+    if not workflow.local_exec:
+        return
+    gpus = resources.local_gpus()
+    if gpus and resources.trains_on_gpus(config, gpus):
+        if "gpu" not in workflow.global_resources:
+            workflow.register_resource("gpu", gpus)
+        slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
+        os.environ[resources.SLOTS_ENV] = str(slots.resolve())
+    from scalestudy import warm
 
-        warm.start()
+    warm.start()
 
 
 def stop_rescheduling_timers():
@@ -157,7 +171,7 @@ localrules:
     claims,
 
 
-TRAINING_RESOURCES = resources.training_resources(config)
+TRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus())
 
 
 def cpu_runs(wildcards):

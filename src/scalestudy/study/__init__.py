@@ -14,8 +14,15 @@ invocation, dry runs included, is quick.
 - ladder.py: the named sizes and the scaling protocols
 """
 
-from .checks import GIB, check_memory, machine_memory, trains_in_host_memory, validate
+from .checks import (
+    GIB,
+    check_cluster,
+    check_memory,
+    machine_memory,
+    trains_in_host_memory,
+    validate,
+)
 from .schema import SCHEMA_PATH, ConfigError
 
-__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "check_memory", "machine_memory",
-           "trains_in_host_memory", "validate"]
+__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "check_cluster", "check_memory",
+           "machine_memory", "trains_in_host_memory", "validate"]

@@ -13,6 +13,13 @@ then every job's spec parses. It checks, in order:
   refuses (e.g. a ListOps length window with no length in it), a pretraining
   stage that never validates (so has no best checkpoint), a task longer than
   the upstream backbone it finetunes;
+- that train.batch_size (and pretrain.batch_size) splits evenly over the
+  run's devices and into its micro-batches (`specs.batch_shares`);
+- on a cluster (`cluster`; the workflow checks it at onstart, where Snakemake
+  knows its executor), an accelerator named: `auto` asks SLURM for no GPU and
+  trains on whatever node the job lands on;
+- for a GPU study with `resources.gpu_mem_gb`, that every run's estimated GPU
+  memory fits in it (`costs.gpu_memory`), run by run;
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`costs.training_memory`).
 
@@ -27,11 +34,13 @@ from pathlib import Path
 from ..architectures import ARCHITECTURES
 from ..priors import PRIORS
 from ..stages import STAGES
-from ..tasks import task_config
+from ..tasks import TASKS, task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
-from .costs import training_memory
-from .grid import stages_needed, task_grid
+from .costs import VOCAB_BOUND, gpu_memory, training_memory
+from .grid import cells, pretrain_cells, stages_needed, task_grid
+from .resources import device_count, gpu_study, local_gpus
 from .schema import SCHEMA_PATH, ConfigError, check_schema
+from .specs import batch_shares, trainer_section
 
 GIB = 2**30
 
@@ -106,14 +115,80 @@ def check_semantics(config: dict) -> None:
             )
 
 
+def check_batches(config: dict) -> None:
+    """Every run's batch splits over its devices and into its micro-batches."""
+    world = device_count(config["trainer"]["devices"])
+    if not world:  # "auto", -1: checked where the run starts
+        return
+    grid = config["grid"]
+    runs = [("train", task, size) for task in grid["tasks"]
+            for size in task_grid(grid, task)["sizes"]]
+    runs += [("pretrain", p.task, p.size) for p in pretrain_cells(grid)]
+    for section, task, size in runs:
+        micro = trainer_section(config, task, size)["micro_batch"]
+        try:
+            batch_shares(config[section]["batch_size"], world, micro, section)
+        except ValueError as err:
+            where = f" (the {task or 'upstream'} runs of size {size})" if micro else ""
+            raise ConfigError(f"{err}{where}") from None
+
+
+def check_cluster(config: dict) -> None:
+    """On a cluster a study names its accelerator."""
+    if config["trainer"]["accelerator"] == "auto":
+        raise ConfigError(
+            "trainer.accelerator: auto on a cluster asks SLURM for no GPU, so the jobs "
+            "would train on whatever node they land on (a GPU study on CPUs); accepted "
+            "with the SLURM profile: gpu (or cuda) for GPU jobs, cpu for CPU jobs")
+
+
+def gpu_runs(config: dict) -> list[tuple[str, str, str, str, int, int, int]]:
+    """(what, task, arch, size, sequences of a micro-batch, seq_len, vocab) of
+    every training and pretraining run of the grid, the largest first per
+    (arch, size, length)."""
+    grid, world = config["grid"], device_count(config["trainer"]["devices"]) or 1
+    runs = set()
+    for cell in cells(grid):
+        micro = trainer_section(config, cell.task, cell.size)["micro_batch"]
+        batch = micro or config["train"]["batch_size"] // world
+        runs.add((f"tasks.{cell.task}", cell.task, cell.arch, cell.size,
+                  batch * TASKS[cell.task].documents,
+                  task_config(cell.task, config["tasks"].get(cell.task, {})).seq_len, 0))
+    for run in pretrain_cells(grid):
+        micro = trainer_section(config, run.task, run.size)["micro_batch"]
+        batch = micro or config["pretrain"]["batch_size"] // world
+        seq_len = (task_config(run.task, config["tasks"].get(run.task, {})).seq_len
+                   if run.task else config["upstream"]["seq_len"])
+        runs.add((f"pretraining stage {run.stage}", run.task, run.arch, run.size, batch,
+                  seq_len, VOCAB_BOUND))
+    return sorted(runs, key=lambda r: (r[0], r[2], r[3]))
+
+
+def check_gpu_memory(config: dict) -> None:
+    """Refuse a run whose estimated GPU memory exceeds resources.gpu_mem_gb."""
+    limit = config["resources"]["gpu_mem_gb"] * 1e9
+    trainer, dropout = config["trainer"], config["train"]["dropout"]
+    for what, task, arch, size, batch, seq_len, vocab in gpu_runs(config):
+        need = gpu_memory(arch, size, config["train"]["protocol"], batch, seq_len,
+                          trainer["precision"], dropout, vocab)
+        if need > limit:
+            name = task or "upstream"
+            raise ConfigError(
+                f"resources.gpu_mem_gb: {arch} at size {size} on {what} ({batch} sequences "
+                f"of {seq_len} tokens a micro-batch, {trainer['precision']}) needs about "
+                f"{need / 1e9:.0f} GB of GPU memory (study.costs.gpu_memory), more than the "
+                f"{limit / 1e9:.0f} GB given; accepted: a smaller micro-batch for it "
+                f"(resources.tasks.{name}.sizes.{size}.micro_batch, train.batch_size "
+                f"unchanged), a larger resources.gpu_mem_gb, or the cell dropped from the "
+                f"grid (grid.per_task)")
+
+
 def trains_in_host_memory(config: dict) -> bool:
     """Whether the study's jobs train in this machine's RAM: a CPU (or MPS, which
-    shares it), or `auto` with no NVIDIA GPU here. GPU memory is not checked."""
+    shares it), or `auto` with no NVIDIA GPU here. GPU memory is checked apart
+    (resources.gpu_mem_gb)."""
     accelerator = config["trainer"]["accelerator"]
-    if accelerator in ("cpu", "mps"):
-        return True
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return accelerator == "auto" and not (gpus.is_dir() and any(gpus.iterdir()))
+    return accelerator in ("cpu", "mps") or (accelerator == "auto" and not local_gpus())
 
 
 def machine_memory() -> int:
@@ -145,9 +220,15 @@ def check_memory(config: dict, memory_bytes: int) -> None:
 
 
 def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
-             memory_bytes: int | None = None) -> None:
-    """Raise one ConfigError for a study that cannot run; see the module docstring."""
+             memory_bytes: int | None = None, cluster: bool = False) -> None:
+    """Raise one ConfigError for a study that cannot run; see the module
+    docstring. `cluster`: the jobs go to a scheduler (the SLURM profile)."""
     check_schema(config, schema_path)
     check_semantics(config)
+    check_batches(config)
+    if cluster:
+        check_cluster(config)
+    if gpu_study(config) and config["resources"]["gpu_mem_gb"]:
+        check_gpu_memory(config)
     if memory_bytes is not None:
         check_memory(config, memory_bytes)

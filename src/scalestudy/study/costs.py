@@ -1,9 +1,11 @@
 """What a study's runs cost before they run: estimated training memory (for
-refusing a size that cannot fit) and estimated FLOPs (for starting the
-longest jobs first).
+refusing a size that cannot fit: the host's, and a GPU's) and estimated FLOPs
+(for starting the longest jobs first).
 
-Rough shape-only estimates of the vanilla transformer of a size, never
-records: a record counts the FLOPs of the actual model (training/flops.py).
+Rough shape-only estimates, never records: a record counts the FLOPs of the
+actual model (training/flops.py). The host estimate is the vanilla
+transformer's; the GPU estimate is each backbone's (its registry entry's
+measured coefficients).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 
+from ..architectures import ARCHITECTURES
 from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
@@ -36,6 +39,52 @@ def training_memory(size: str, protocol: str, batch: int, seq_len: int) -> tuple
     params = depth * (4 * width**2 + 2 * width * d_ff) + (VOCAB_BOUND + seq_len) * width
     activations = batch * seq_len * depth * (FLOATS_PER_TOKEN_LAYER * width + 2 * d_ff) * 4
     return 16 * params + activations, params
+
+
+GIB = 2**30
+# What a GPU holds besides the run's tensors: the CUDA context, cuBLAS's and
+# cuDNN's workspaces, the caching allocator's slack.
+GPU_RESERVE = 2 * GIB
+# Dropout's masks and outputs a token keeps per layer per unit of width
+# (measured as the activations, training/memory.py: S4 and lconv at dropout
+# 0.1); attention's own dropout runs inside SDPA's fused kernels on a GPU.
+DROPOUT_BYTES = 32.0
+MIXED = ("16-mixed", "bf16-mixed", "bf16-true", "16-true", "auto")
+
+
+def gpu_memory(arch: str, size: str, protocol: str, batch: int, seq_len: int,
+               precision: str, dropout: float = 0.0, vocab: int = 0) -> int:
+    """Estimated GPU bytes to train `arch` at `size` on `batch` sequences
+    (one micro-batch; a pair task's two documents are two) of `seq_len`
+    tokens, with AdamW, in `precision` ("auto" counted as bf16-mixed, what
+    it is on a GPU); `vocab` > 0 for a masked-LM head (its logits).
+
+    Weights, gradients and AdamW's two moments in float32 (16 bytes a
+    parameter, plus a bf16 copy of the weights under autocast); the
+    activations kept for backward (the registry's bytes per token per layer
+    per unit of width: architectures.py), dropout's masks; S4's kernel, kept
+    whatever the batch; the logits of a masked-LM head in float32 with their
+    softmax and gradient; the score matrix B H T^2 of softmax attention only
+    where it exists, on SDPA's math path (float64: no fused kernel takes it;
+    the masks here are [B, 1, 1, T] or is_causal, which the fused kernels
+    take); and GPU_RESERVE. A bound for refusing what cannot fit, not a
+    measurement: tools/gpu_check.py compares it with a GPU's peak."""
+    entry = ARCHITECTURES[arch]
+    shape = shape_for(size, protocol)
+    depth, width = shape.depth, shape.width
+    mixed = precision in MIXED
+    scale = 2 if precision == "64-true" else 1
+    _, vanilla = training_memory(size, protocol, 0, seq_len)
+    params = entry.params_factor * vanilla
+    weights = params * (16 + (2 if mixed else 0)) * scale
+    per_token = depth * width * (entry.activation_bytes[mixed] + (DROPOUT_BYTES if dropout
+                                                                    else 0.0))
+    activations = batch * seq_len * per_token * scale
+    kernel = depth * width * seq_len * entry.kernel_bytes
+    logits = batch * seq_len * vocab * 4 * 3
+    scores = (batch * shape.heads * seq_len**2 * 8 * 2 * depth
+              if entry.attention and precision == "64-true" else 0)
+    return int(weights + activations + kernel + logits + scores + GPU_RESERVE)
 
 
 def run_flops(size: str, protocol: str, batch: int, seq_len: int, steps: int) -> float:

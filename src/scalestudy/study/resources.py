@@ -1,18 +1,47 @@
 """What one training or pretraining job asks a cluster for: the study's
-`resources` section per size and attempt, and the devices its trainer uses
-(profiles/slurm, docs/cluster.md). A workstation run ignores it."""
+`resources` section per task, size and attempt, and the devices its trainer
+uses (profiles/slurm, docs/cluster.md); and on a workstation with GPUs, the
+`gpu` resource that keeps jobs from sharing one (training/devices.py)."""
 
 from __future__ import annotations
 
 import os
-
-from .specs import device_count
+from pathlib import Path
 
 GPU_ACCELERATORS = ("gpu", "cuda")
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+# A directory of one lock file per GPU of a workstation: how a local job finds
+# a GPU no other job holds (training/devices.py).
+SLOTS_ENV = "SCALESTUDY_GPU_SLOTS"
 
 
 def gpu_study(config: dict) -> bool:
     return config["trainer"]["accelerator"] in GPU_ACCELERATORS
+
+
+def local_gpus(root: Path = NVIDIA_GPUS) -> int:
+    """This machine's NVIDIA GPUs (0 without the driver), read without CUDA."""
+    return len(list(root.iterdir())) if root.is_dir() else 0
+
+
+def trains_on_gpus(config: dict, gpus: int) -> bool:
+    """Whether the study's runs use GPUs on a machine that has `gpus`: a GPU
+    study, or `auto` where there are GPUs."""
+    return gpu_study(config) or (config["trainer"]["accelerator"] == "auto" and gpus > 0)
+
+
+def device_count(devices) -> int | None:
+    """How many devices `trainer.devices` names: a count, or the length of a
+    list of device ids ("0,1" or [0, 1]); None for "auto" and -1 (every
+    device the machine has, known only where the run starts)."""
+    if isinstance(devices, list):
+        return len(devices)
+    if isinstance(devices, int) or str(devices).strip().lstrip("-").isdigit():
+        count = int(devices)
+        return count if count > 0 else None
+    if str(devices).strip() == "auto":
+        return None
+    return len([d for d in str(devices).split(",") if d.strip()])
 
 
 def devices_per_run(config: dict) -> int:
@@ -20,28 +49,50 @@ def devices_per_run(config: dict) -> int:
     return device_count(config["trainer"]["devices"]) or 1
 
 
-def sized(config: dict, key: str):
-    """The size's runtime or mem_mb, times the attempt: a job that failed (out
-    of time, out of memory) is retried with more. A Snakemake resource
-    callable (wildcards, attempt)."""
+def job_setting(config: dict, task: str | None, size: str, key: str, default=None):
+    """`key` (runtime, mem_mb, micro_batch) of the jobs of `task` (None: the
+    upstream corpus's) at `size`: the most specific of
+    resources.tasks.<task>.sizes.<size>, resources.tasks.<task>,
+    resources.sizes.<size> and resources itself, else `default`."""
     resources = config["resources"]
+    own = resources["tasks"].get(task, {})
+    for level in (own.get("sizes", {}).get(size, {}), own, resources["sizes"].get(size, {}),
+                  resources):
+        if key in level:
+            return level[key]
+    return default
+
+
+def sized(config: dict, key: str):
+    """A job's runtime or mem_mb (job_setting), times the attempt: a job that
+    failed (out of time, out of memory) is retried with more. A Snakemake
+    resource callable (wildcards, attempt)."""
 
     def value(wildcards, attempt):
-        return resources["sizes"].get(wildcards.size, {}).get(key, resources[key]) * attempt
+        return job_setting(config, wildcards.get("task"), wildcards.size, key) * attempt
 
     return value
 
 
-def training_resources(config: dict, environ=os.environ) -> dict:
-    """The resources of a training or pretraining job."""
+def training_resources(config: dict, environ=os.environ, gpus: int = 0) -> dict:
+    """The resources of a training or pretraining job; `gpus`, a workstation's
+    (0 on a cluster, where `auto` is refused)."""
     resources = config["resources"]
     asked = {"runtime": sized(config, "runtime"), "mem_mb": sized(config, "mem_mb")}
     for key in ("account", "partition"):
         name = resources[key] or environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
         if name:
             asked[f"slurm_{key}"] = name
-    if gpu_study(config):
+    if trains_on_gpus(config, gpus):
         asked["gpu"] = devices_per_run(config)
         if resources["gpu_model"]:
             asked["gpu_model"] = resources["gpu_model"]
     return asked
+
+
+def write_slots(directory: Path, gpus: int) -> Path:
+    """The lock files of a workstation's `gpus` GPUs (0..gpus-1) in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index in range(gpus):
+        (directory / str(index)).touch()
+    return directory

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..stages import STAGES
 from ..tasks import task_config
+from .resources import device_count, job_setting
 
 
 @dataclass(frozen=True)
@@ -66,20 +67,6 @@ class TrainerConfig:
     # share of the batch. Smaller, the share's gradients accumulate over
     # micro-batches and the optimiser step (and its batch) stays the same.
     micro_batch: int = 0
-
-
-def device_count(devices) -> int | None:
-    """How many devices `trainer.devices` names: a count, or the length of a
-    list of device ids ("0,1" or [0, 1]); None for "auto" and -1 (every
-    device the machine has, known only where the run starts)."""
-    if isinstance(devices, list):
-        return len(devices)
-    if isinstance(devices, int) or str(devices).strip().lstrip("-").isdigit():
-        count = int(devices)
-        return count if count > 0 else None
-    if str(devices).strip() == "auto":
-        return None
-    return len([d for d in str(devices).split(",") if d.strip()])
 
 
 def batch_shares(batch_size: int, world: int, micro_batch: int,
@@ -200,12 +187,11 @@ def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: in
 
 def trainer_section(config: dict, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
-    `size`: the study's, its micro-batch the one trainer.micro_batches gives
-    that task and size, if any."""
-    trainer = dict(config["trainer"])
-    table = trainer.pop("micro_batches", {})
-    trainer["micro_batch"] = table.get(task, {}).get(size, trainer["micro_batch"])
-    return trainer
+    `size`: the study's, with the micro-batch the resources section gives the
+    task and size's jobs, if it gives one (what their GPU's memory allows)."""
+    trainer = config["trainer"]
+    return {**trainer, "micro_batch": job_setting(config, task, size, "micro_batch",
+                                                  trainer["micro_batch"])}
 
 
 def pretrain_schedule(config: dict) -> dict:

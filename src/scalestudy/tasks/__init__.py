@@ -45,12 +45,13 @@ class Task:
     module: ModuleType
     config: type
     mask_ratio: float
+    documents: int = 1  # sequences an example puts through the backbone (a pair: 2)
 
 
 TASKS: Registry[Task] = Registry("task", [
     Task("listops", listops, listops.ListOpsConfig, mask_ratio=0.10),
     Task("text", text, text.TextConfig, mask_ratio=0.15),
-    Task("retrieval", retrieval, retrieval.RetrievalConfig, mask_ratio=0.15),
+    Task("retrieval", retrieval, retrieval.RetrievalConfig, mask_ratio=0.15, documents=2),
     Task("image", image, image.ImageConfig, mask_ratio=0.50),
     Task("pathfinder", pathfinder, pathfinder.PathfinderConfig, mask_ratio=0.50),
     Task("pathx", pathfinder, pathfinder.PathXConfig, mask_ratio=0.50),

@@ -17,23 +17,14 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..study.resources import GPU_ACCELERATORS
-
-SLOTS_ENV = "SCALESTUDY_GPU_SLOTS"
+from ..study.resources import GPU_ACCELERATORS, SLOTS_ENV
 
 
 class NoFreeGPU(RuntimeError):
     """Fewer free GPUs than the run needs: the job fails, to be retried."""
 
+
 _held: list[int] = []  # the claimed slots' open files: closing one frees its GPU
-
-
-def write_slots(directory: Path, gpus: int) -> Path:
-    """The slot files of `gpus` GPUs (0..gpus-1) in `directory`."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for index in range(gpus):
-        (directory / str(index)).touch()
-    return directory
 
 
 def claim(trainer, environ=os.environ) -> list[str] | None:
