@@ -34,7 +34,8 @@ class Architecture:
     reference: bool = False
     # What training it costs in GPU memory (study/costs.gpu_memory), measured
     # on a CPU by training/memory.py (the bytes autograd saves for backward, T5
-    # sizes tiny to base, dropout 0; tests/test_gpu_path.py re-measures them):
+    # sizes tiny to base at 64 to 256 tokens, dropout 0, the largest seen;
+    # tests/test_gpu_path.py re-measures them):
     # bytes a token keeps per layer per unit of width of the size's vanilla
     # shape, in 32-true and under bf16 or fp16 autocast (Performer's float32
     # random features, m = d ln d = 266 a head at head dim 64, are in its);
@@ -65,15 +66,16 @@ ARCHITECTURES: Registry[Architecture] = Registry("arch", [
     A("mos", "mos", "MoSTransformer", "#56B4E9", "^"),
     A("evolved", "evolved", "EvolvedTransformer", "#009E73", "D", activation_bytes=(74.0, 45.0)),
     A("universal", "universal", "UniversalTransformer", "#0072B2", "v", params_factor=0.2),
-    A("switch", "switch", "SwitchTransformer", "#D55E00", "P", activation_bytes=(75.0, 50.0),
+    A("switch", "switch", "SwitchTransformer", "#D55E00", "P", activation_bytes=(84.0, 55.0),
       params_factor=3.0),
-    A("performer", "performer", "Performer", "#CC79A7", "X", activation_bytes=(162.0, 144.0),
+    A("performer", "performer", "Performer", "#CC79A7", "X", activation_bytes=(172.0, 154.0),
       attention=False),
     # Pooling merges positions t and t+1: no causal mode.
     A("funnel", "funnel", "Funnel", "#882255", "<", causal=False,
       activation_bytes=(46.0, 30.0)),
-    A("albert", "albert", "Albert", "#999933", "p", params_factor=0.2),
-    A("mixer", "mixer", "Mixer", "#332288", "h", activation_bytes=(80.0, 45.0), attention=False),
+    A("albert", "albert", "Albert", "#999933", "p", activation_bytes=(70.0, 42.0),
+      params_factor=0.2),
+    A("mixer", "mixer", "Mixer", "#332288", "h", activation_bytes=(86.0, 48.0), attention=False),
     A("lconv", "convolutions", "LightConv", "#44AA99", ">", activation_bytes=(70.0, 40.0),
       attention=False),
     A("dconv", "convolutions", "DynamicConv", "#8C564B", "d", activation_bytes=(222.0, 116.0),

@@ -40,7 +40,7 @@ def claim(trainer, environ=os.environ) -> list[str] | None:
                    key=lambda p: int(p.name))
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     ids = visible.split(",") if visible else [p.name for p in slots]
-    taken = []
+    taken, fds = [], []
     for slot in slots:
         fd = os.open(slot, os.O_RDWR)
         try:
@@ -48,15 +48,16 @@ def claim(trainer, environ=os.environ) -> list[str] | None:
         except BlockingIOError:
             os.close(fd)
             continue
-        _held.append(fd)
+        fds.append(fd)
         taken.append(ids[int(slot.name)])
         if len(taken) == wanted:
+            _held.extend(fds)
             # The run's other ranks (started by Lightning with this environment)
             # see these GPUs and claim nothing.
             environ["CUDA_VISIBLE_DEVICES"] = ",".join(taken)
             environ.pop(SLOTS_ENV)
             return taken
-    while _held:
-        os.close(_held.pop())
+    for fd in fds:
+        os.close(fd)
     raise NoFreeGPU(f"{directory}: {len(taken)} of the {wanted} GPUs this run needs are free "
                     f"(of {len(slots)}); the workflow's gpu resource should not have started it")

@@ -1,0 +1,60 @@
+"""What a training step keeps for backward, measured on any device: the
+bytes of the tensors autograd saves in a forward pass (each storage once,
+the parameters aside). The GPU-memory estimate's coefficients
+(architectures.py, study/costs.gpu_memory) are these bytes per token per
+layer per unit of width; tests/test_gpu_path.py measures them again, and
+tools/gpu_check.py sets them beside a GPU's peak."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+
+from ..study.ladder import shape_for
+
+
+@contextlib.contextmanager
+def saved_tensors() -> Iterator[dict[int, int]]:
+    """Within it, autograd's saved tensors by storage: {data_ptr: bytes}."""
+    seen: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield seen
+
+
+def saved_bytes(module: torch.nn.Module, step: Callable[[], object]) -> int:
+    """Bytes autograd saves for backward while `step()` runs (a forward), the
+    module's parameters aside (they are the weights, counted apart)."""
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    with saved_tensors() as seen:
+        step()
+    return sum(size for ptr, size in seen.items() if ptr not in params)
+
+
+def per_token_layer(module: torch.nn.Module, make_batch: Callable[[int, int], tuple],
+                    size: str, protocol: str = "default", length: int = 128,
+                    autocast: torch.dtype | None = None) -> tuple[float, float]:
+    """(bytes a token keeps per layer per unit of width, bytes a position
+    keeps per layer per unit of width whatever the batch) of `module`'s
+    training loss, from three forwards: batch 1 and 2 at `length`, batch 1 at
+    twice it; widths and layers the vanilla shape's of `size`.
+    `make_batch(batch, length)` makes a batch; `autocast` a CPU autocast dtype
+    (bf16: what mixed precision saves)."""
+    shape = shape_for(size, protocol)
+    units = shape.depth * shape.width
+
+    def measure(batch: int, tokens: int) -> int:
+        with torch.autocast("cpu", autocast or torch.bfloat16, enabled=autocast is not None):
+            return saved_bytes(module, lambda: module.training_loss(make_batch(batch, tokens)))
+
+    one, two, longer = measure(1, length), measure(2, length), measure(1, 2 * length)
+    per_token = (two - one) / length
+    per_position = (longer - one) / length - per_token
+    return per_token / units, per_position / units
