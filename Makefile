@@ -8,7 +8,7 @@ CORES ?= 2
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test test-slow lint figures-from-cache clean slurm-test
+.PHONY: study test test-slow lint figures-from-cache clean slurm-test gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,7 +32,14 @@ slurm-test: $(VENV)/.installed
 	tools/slurm/slurm-test.sh
 
 lint: $(VENV)/.installed
-	ruff check src tests benchmarks analysis
+	ruff check src tests benchmarks tools analysis
+
+# What only a GPU can confirm of the GPU path (tools/gpu_check.py; ~8 min on one
+# H100 or H200): the report goes to results/gpu_check.json, a summary to the
+# terminal. Build the virtualenv with a CUDA torch: make TORCH=torch gpu-check.
+# Without a GPU it runs the CPU form (what needs CUDA skipped).
+gpu-check: $(VENV)/.installed
+	python tools/gpu_check.py --out results/gpu_check.json
 
 # Every figure, table and claims.md of a cached study (a collected runs.parquet),
 # without training and without torch: the analysis install (pip install -e .) is enough.

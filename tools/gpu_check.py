@@ -1,0 +1,532 @@
+"""The GPU check (issue 31, `make gpu-check`): what only a GPU can confirm of
+the GPU path, measured, in one JSON report.
+
+    python tools/gpu_check.py [--device cuda|cpu] [--tiny] [--out report.json]
+
+About 8 minutes on one H100 or H200. Sections (each one's `passed`, and what
+it measured):
+
+- environment: torch, CUDA, cuDNN, the GPU, bf16 support;
+- fork_safety: the warm server's imports leave CUDA uninitialised (a forked
+  job may still start it), and a 30-step job through a live warm server
+  records its device (cuda on a GPU);
+- sdpa_backends: per mask form (none, is_causal, the [B, 1, 1, T] key mask,
+  and the [B, 1, T, T] causal mask the attention built before), at 2,048 and
+  16,384 tokens: the backend SDPA picks, deterministic or not, its forward and
+  backward time and peak memory, and which backends accept the form;
+- architectures: three steps of every backbone at 1,024 tokens in bf16-mixed
+  and 32-true, deterministic, under torch.cuda.set_sync_debug_mode("warn"):
+  no determinism error, a finite loss, the syncs of each step;
+- flops: each backbone's counted FLOPs of one step on the CPU (float32)
+  against the training device under autocast: equal;
+- resume: a run stopped by USR1 and resumed against the unbroken run, under
+  16-mixed on a GPU (the gradient scaler's state), bf16-mixed on a CPU;
+- ladder: step time and peak memory of the transformer ladder at 2,000 tokens
+  as the paper preset trains it (depth protocol, its micro-batches,
+  bf16-mixed), against the GPU-memory estimate and the preset's runtimes;
+- mfu: the transformer at base size (12 x 768) in bf16 at 2,000 tokens,
+  counted FLOPs over step time, against the GPU's nominal bf16 peak and a
+  measured matmul peak (the goal: 40%).
+
+`--device cpu` runs it without a GPU, skipping only what needs CUDA (the SDPA
+backends, MFU); `--tiny` shrinks every shape (the fast test suite runs
+`--device cpu --tiny`). The report's `passed` is every section's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = {"wall_seconds", "tokens_per_second"}
+# Dense bf16 tensor-core peaks (FLOP/s) by device name, from the vendors' sheets.
+NOMINAL_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
+                "A10": 125e12, "L4": 121e12, "V100": 125e12}
+LISTOPS = {"n_train": 256, "n_val": 32, "n_test": 32, "max_depth": 3, "max_args": 3,
+           "min_length": 3, "max_length": 48}
+
+
+@dataclass
+class Context:
+    device: str  # "cuda" or "cpu"
+    tiny: bool
+    work: Path
+    fabrics: dict = field(default_factory=dict)  # TrainerConfig -> Fabric
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def accelerator(self) -> str:
+        return "gpu" if self.cuda else "cpu"
+
+
+# --- helpers -------------------------------------------------------------------------
+
+def sync(ctx: Context) -> None:
+    import torch
+
+    if ctx.cuda:
+        torch.cuda.synchronize()
+
+
+def peak_reset(ctx: Context) -> None:
+    import torch
+
+    if ctx.cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_gb(ctx: Context) -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 1e9 if ctx.cuda else None
+
+
+def timed(ctx: Context, fn, repeats: int = 3) -> float:
+    """Seconds of one call of `fn` (the median of `repeats`, after one warm-up)."""
+    fn()
+    sync(ctx)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync(ctx)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def listops_data(ctx: Context) -> Path:
+    from scalestudy import tasks
+
+    path = ctx.work / "data" / "listops"
+    if not (path / "manifest.json").exists():
+        tasks.prepare("listops", LISTOPS, path)
+    return path
+
+
+def run_spec(ctx: Context, steps: int, **trainer) -> dict:
+    return {"study": "gpu_check", "task": "listops", "arch": "transformer",
+            "size": "xxs" if ctx.tiny else "xs", "prior": "random", "seed": 0,
+            "task_config": LISTOPS,
+            "train": {"max_steps": steps, "batch_size": 8, "warmup_steps": 2,
+                      "val_every": max(2, steps // 3), "protocol": "default", "dropout": 0.1},
+            "trainer": {"accelerator": ctx.accelerator, "threads": 1, **trainer}}
+
+
+def comparable(record: dict) -> dict:
+    return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in record.items() if k not in TIMING}
+
+
+def classifier(arch: str, size: str, seq_len: int, protocol: str = "default",
+               dropout: float = 0.0):
+    from scalestudy.models import backbone_class, backbone_config
+    from scalestudy.models.heads import ClassifierHead
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import Classifier
+
+    bcfg = backbone_config(arch, size, 259, seq_len, norm="pre", dropout=dropout,
+                           protocol=protocol, causal=False)
+    backbone = backbone_class(arch)(bcfg)
+    return Classifier(backbone, ClassifierHead(backbone, 10), TrainConfig(), 10)
+
+
+def batch_of(n: int, seq_len: int, seed: int = 0, pad: bool = True) -> tuple:
+    """n ListOps-like rows: lengths from a quarter of seq_len to all of it."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(3, 259, (n, seq_len), generator=g)
+    if pad:
+        lengths = torch.randint(seq_len // 4, seq_len + 1, (n,), generator=g)
+        tokens[torch.arange(seq_len)[None, :] >= lengths[:, None]] = 0
+    return tokens, torch.randint(0, 10, (n,), generator=g)
+
+
+def loop_for(ctx: Context, model, name: str, batch: int, seq_len: int, precision: str,
+             micro: int = 0, deterministic: bool = True, steps: int = 3):
+    """A TrainingLoop of `model` on synthetic rows, its Fabric from the study's
+    factory (the training step is the study's own)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from scalestudy.study.specs import TrainConfig, TrainerConfig
+    from scalestudy.training.loop import TrainingLoop, make_fabric
+
+    hw = TrainerConfig(accelerator=ctx.accelerator, devices=1, precision=precision,
+                       deterministic=deterministic,
+                       matmul_precision="highest" if deterministic else "high")
+    run_dir = ctx.work / "loops" / name
+    if hw not in ctx.fabrics:  # one Fabric per setting: each costs a second to make
+        ctx.fabrics[hw] = make_fabric(hw, run_dir)
+    fabric = ctx.fabrics[hw]
+    torch.use_deterministic_algorithms(deterministic)  # the last Fabric made set its own
+    torch.set_float32_matmul_precision(hw.matmul_precision)
+    cfg = TrainConfig(max_steps=steps, batch_size=batch, warmup_steps=1, val_every=steps)
+    model.cfg = cfg
+    rows = batch_of(batch, seq_len)
+    loader = DataLoader(list(zip(*rows, strict=True)), batch_size=batch)
+    return TrainingLoop(fabric, model, cfg, run_dir, "gpu_check", loader, loader,
+                        micro_batch=micro), rows
+
+
+# --- sections ------------------------------------------------------------------------
+
+def environment(ctx: Context) -> dict:
+    import lightning
+    import torch
+
+    out = {"torch": torch.__version__, "lightning": lightning.__version__,
+           "cuda_available": torch.cuda.is_available()}
+    if ctx.cuda:
+        props = torch.cuda.get_device_properties(0)
+        out.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                   gpu=props.name,
+                   capability=".".join(map(str, torch.cuda.get_device_capability())),
+                   memory_gb=round(props.total_memory / 1e9, 1),
+                   bf16=torch.cuda.is_bf16_supported(), gpus=torch.cuda.device_count())
+        out["passed"] = out["bf16"]  # the GPU presets train in bf16-mixed
+    else:
+        out["passed"] = True
+    return out
+
+
+def fork_safety(ctx: Context) -> dict:
+    from scalestudy import warm
+    from scalestudy.records import read_records
+
+    probe = ("import importlib, torch; from scalestudy import warm; "
+             "[importlib.import_module(m) for m in warm.PRELOAD]; "
+             "print(int(torch.cuda.is_initialized()))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop(warm.SOCKET_ENV, None)
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              env=env, timeout=300)
+    initialised = imported.stdout.strip().splitlines()[-1:] != ["0"]
+    data = listops_data(ctx)
+    saved = os.environ.pop(warm.SOCKET_ENV, None)
+    server = warm.start()
+    socket_path = os.environ.pop(warm.SOCKET_ENV)
+    run_dir = ctx.work / "warm_job"
+    try:
+        job = subprocess.run(
+            [sys.executable, "-m", "scalestudy.cli", "train", "--spec",
+             json.dumps(run_spec(ctx, 30)), "--data-dir", str(data), "--run-dir", str(run_dir)],
+            capture_output=True, text=True, timeout=600,
+            env={**env, warm.SOCKET_ENV: socket_path, "SCALESTUDY_WARM": "1"})
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        if saved is not None:
+            os.environ[warm.SOCKET_ENV] = saved
+    record = read_records(run_dir / "record.parquet").iloc[0] if job.returncode == 0 else None
+    device = None if record is None else record["device"]
+    return {"cuda_initialised_by_preloads": initialised, "job_exit": job.returncode,
+            "job_device": device, "job_status": None if record is None else record["status"],
+            "log_tail": (job.stdout + job.stderr)[-1500:] if job.returncode else "",
+            "passed": (not initialised and job.returncode == 0
+                       and str(device).startswith(ctx.device) and record["steps"] == 30)}
+
+
+def sdpa_backends(ctx: Context) -> dict:
+    if not ctx.cuda:
+        return {"skipped": "needs CUDA", "passed": True}
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    out, b, h, d = {}, 2, 8, 64
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    for t in (2048, 16384):
+        q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        real = torch.ones(b, t, dtype=torch.bool, device="cuda")
+        real[-1, t // 2:] = False
+        causal_mask = real[:, None, None, :] & torch.ones(t, t, dtype=torch.bool,
+                                                          device="cuda").tril()
+        forms = {"no mask": (None, False), "is_causal": (None, True),
+                 "key mask [B,1,1,T]": (real[:, None, None, :], False),
+                 "causal mask [B,1,T,T] (before issue 31)": (causal_mask, False)}
+        for name, (mask, causal) in forms.items():
+            row = {}
+
+            def step(q=q, k=k, v=v, mask=mask, causal=causal):
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+                y.sum().backward()
+
+            for deterministic in (False, True):
+                torch.use_deterministic_algorithms(deterministic)
+                key = "deterministic" if deterministic else "default"
+                try:
+                    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, causal)
+                    peak_reset(ctx)
+                    seconds = timed(ctx, step)
+                    row[key] = {"picks": SDPBackend(choice).name, "ms": round(1e3 * seconds, 2),
+                                "peak_gb": round(peak_gb(ctx), 2)}
+                except Exception as err:  # an unsupported form is a finding, not a failure
+                    row[key] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
+            torch.use_deterministic_algorithms(False)
+            accepted = {}
+            for backend_name, backend in backends.items():
+                try:
+                    with sdpa_kernel([backend]):
+                        peak_reset(ctx)
+                        seconds = timed(ctx, step, repeats=1)
+                    accepted[backend_name] = {"ms": round(1e3 * seconds, 2),
+                                              "peak_gb": round(peak_gb(ctx), 2)}
+                except Exception as err:
+                    accepted[backend_name] = f"{type(err).__name__}: {str(err)[:120]}"
+            row["backends"] = accepted
+            out[f"T={t}, {name}"] = row
+    # What the study needs: a fused backend for every form the attention now passes.
+    fused = all(isinstance(out[f"T={t}, {form}"]["default"], dict)
+                and out[f"T={t}, {form}"]["default"].get("picks") not in (None, "MATH")
+                for t in (2048, 16384) for form in ("no mask", "is_causal", "key mask [B,1,1,T]"))
+    return {"forms": out, "passed": fused}
+
+
+def architectures(ctx: Context) -> dict:
+    import torch
+
+    from scalestudy.architectures import ARCHITECTURES
+
+    size, seq_len, batch = ("xxs", 16, 2) if ctx.tiny else ("small", 1024, 8)
+    results, passed = {}, True
+    for arch in ARCHITECTURES:
+        for precision in ("bf16-mixed", "32-true"):
+            key = f"{arch} {precision}"
+            peak_reset(ctx)
+            try:
+                torch.manual_seed(0)
+                training, rows = loop_for(ctx, classifier(arch, size, seq_len), key, batch,
+                                          seq_len, precision)
+                syncs, losses = [], []
+                for _ in range(3):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        if ctx.cuda:
+                            torch.cuda.set_sync_debug_mode("warn")
+                        try:
+                            losses.append(training.training_step(rows))
+                        finally:
+                            if ctx.cuda:
+                                torch.cuda.set_sync_debug_mode(0)
+                    syncs.append(sorted({str(w.message).split("\n")[0][:120] for w in caught
+                                         if "synchroniz" in str(w.message)}))
+                finite = all(bool(torch.isfinite(loss)) for loss in losses)
+                results[key] = {"finite": finite, "loss": float(losses[-1]),
+                                "syncs_per_step": [len(s) for s in syncs],
+                                "sync_sources": sorted({m for s in syncs for m in s}),
+                                "peak_gb": peak_gb(ctx)}
+                passed &= finite
+            except Exception as err:
+                results[key] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+                passed = False
+            finally:
+                with contextlib.suppress(NameError):
+                    del training
+    return {"size": size, "seq_len": seq_len, "batch": batch, "deterministic": True,
+            "runs": results, "passed": passed}
+
+
+def flops(ctx: Context) -> dict:
+    import torch
+
+    from scalestudy.architectures import ARCHITECTURES
+    from scalestudy.training.flops import flops_per_step
+
+    size, seq_len, batch = ("xxs", 16, 2) if ctx.tiny else ("small", 1024, 2)
+    counts, passed = {}, True
+    for arch in ARCHITECTURES:
+        torch.manual_seed(0)
+        model = classifier(arch, size, seq_len)
+        rows = batch_of(batch, seq_len)
+        on_cpu = flops_per_step(model, rows)
+        model.to(ctx.device)
+        with torch.autocast(ctx.device, torch.bfloat16):
+            on_device = flops_per_step(model, tuple(t.to(ctx.device) for t in rows))
+        counts[arch] = {"cpu_float32": on_cpu, f"{ctx.device}_bf16_autocast": on_device,
+                        "equal": on_cpu == on_device}
+        passed &= on_cpu == on_device
+    return {"size": size, "seq_len": seq_len, "batch": batch, "counts": counts,
+            "passed": passed}
+
+
+def resume(ctx: Context) -> dict:
+    import torch
+
+    from scalestudy.study.specs import RunSpec
+    from scalestudy.training import loop
+    from scalestudy.training.task import run
+
+    data = listops_data(ctx)
+    precision = "16-mixed" if ctx.cuda else "bf16-mixed"
+    steps = 12 if ctx.tiny else 60
+    stop_at = steps * 3 // 4
+    spec = RunSpec.from_dict(run_spec(ctx, steps, precision=precision))
+    unbroken = run(spec, data, ctx.work / "resume" / "unbroken")
+    original = loop.TrainingLoop.after_step
+
+    def usr1(self):
+        original(self)
+        if self.step == stop_at:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    loop.TrainingLoop.after_step = usr1
+    try:
+        run(spec, data, ctx.work / "resume" / "stopped")
+        stopped = None
+    except SystemExit as stop:
+        stopped = stop.code
+    finally:
+        loop.TrainingLoop.after_step = original
+    saved = torch.load(ctx.work / "resume" / "stopped" / "last.ckpt", weights_only=True)
+    resumed = run(spec, data, ctx.work / "resume" / "stopped")
+    a, b = comparable(unbroken), comparable(resumed)
+    differing = sorted(k for k in a if a[k] != b.get(k))
+    scaler = saved.get("precision", {})
+    return {"precision": unbroken["precision"], "stopped_exit": stopped,
+            "stopped_at": saved["global_step"], "scaler_state": scaler,
+            "differing_fields": differing,
+            "passed": (stopped == 143 and saved["global_step"] == stop_at and not differing
+                       and (bool(scaler.get("scale")) or precision != "16-mixed"))}
+
+
+def ladder(ctx: Context) -> dict:
+    import torch
+    import yaml
+
+    from scalestudy.study import costs
+
+    paper = yaml.safe_load((ROOT / "config/studies/paper.yaml").read_text())
+    sizes_cfg = paper["resources"]["sizes"]
+    if ctx.tiny:
+        sizes, seq_len, protocol = ("xxs", "xs", "s"), 64, "default"
+    else:
+        sizes, seq_len, protocol = ("tiny", "small", "base", "large"), 2000, "depth"
+    out, passed = {}, True
+    for size in sizes:
+        micro = sizes_cfg.get(size, {}).get("micro_batch", 0) if not ctx.tiny else 0
+        peak_reset(ctx)
+        try:
+            torch.manual_seed(0)
+            training, rows = loop_for(ctx, classifier("transformer", size, seq_len, protocol, 0.1),
+                                      f"ladder {size}", 32 if not ctx.tiny else 8, seq_len,
+                                      "bf16-mixed", micro=micro, deterministic=False, steps=100)
+            seconds = timed(ctx, lambda training=training, rows=rows: training.training_step(rows),
+                            repeats=2)
+            peak = peak_gb(ctx)
+            estimate = costs.gpu_memory("transformer", size, protocol,
+                                        training.micro_batch, seq_len, "bf16-mixed", 0.1) / 1e9
+            minutes = seconds * 20000 / 60
+            out[size] = {"micro_batch": training.micro_batch, "step_seconds": round(seconds, 4),
+                         "peak_gb": peak, "estimated_gb": round(estimate, 1),
+                         "estimate_covers_peak": peak is None or estimate >= peak,
+                         "minutes_for_20k_steps": round(minutes, 1),
+                         "preset_runtime_minutes": sizes_cfg.get(size, {}).get("runtime")}
+            passed &= out[size]["estimate_covers_peak"]
+            del training
+        except Exception as err:
+            out[size] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+            passed = False
+    return {"seq_len": seq_len, "protocol": protocol, "sizes": out, "passed": passed}
+
+
+def mfu(ctx: Context) -> dict:
+    if not ctx.cuda:
+        return {"skipped": "needs CUDA", "passed": True}
+    import torch
+
+    from scalestudy.training.flops import flops_per_step
+
+    name = torch.cuda.get_device_name()
+    nominal = next((peak for key, peak in NOMINAL_BF16.items() if key in name), None)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    matmul = timed(ctx, lambda: a @ a, repeats=10)
+    measured_peak = 2 * 8192**3 / matmul
+    seq_len, micro = 2000, 8
+    torch.manual_seed(0)
+    model = classifier("transformer", "base", seq_len)
+    training, rows = loop_for(ctx, model, "mfu", micro, seq_len, "bf16-mixed",
+                              deterministic=False, steps=100)
+    with torch.autocast("cuda", torch.bfloat16):
+        counted = flops_per_step(model, tuple(t[:micro].cuda() for t in rows))
+    seconds = timed(ctx, lambda: training.training_step(rows), repeats=5)
+    achieved = counted / seconds
+    out = {"gpu": name, "counted_flops_per_step": counted, "step_seconds": round(seconds, 4),
+           "achieved_tflops": round(achieved / 1e12, 1),
+           "matmul_peak_tflops": round(measured_peak / 1e12, 1),
+           "mfu_of_matmul_peak": round(achieved / measured_peak, 3)}
+    if nominal:
+        out.update(nominal_peak_tflops=nominal / 1e12, mfu=round(achieved / nominal, 3),
+                   goal_met=achieved / nominal >= 0.40)
+    out["passed"] = True  # a measurement; the 40% goal is `goal_met`
+    return out
+
+
+SECTIONS = (environment, fork_safety, sdpa_backends, architectures, flops, resume, ladder, mfu)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="the training device (default: cuda where there is one)")
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes (the test suite's)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu_check.json")
+    parser.add_argument("--only", nargs="*", help="run only these sections")
+    args = parser.parse_args(argv)
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this torch sees no GPU")
+    warnings.filterwarnings("ignore", message=r".*'set_vital' is deprecated")
+    report = {"device": device, "tiny": args.tiny, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "sections": {}}
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
+        ctx = Context(device, args.tiny, Path(work))
+        for section in SECTIONS:
+            if args.only and section.__name__ not in args.only:
+                continue
+            start = time.perf_counter()
+            print(f"gpu_check: {section.__name__} ...", flush=True)
+            try:
+                result = section(ctx)
+            except Exception as err:
+                result = {"passed": False, "error": f"{type(err).__name__}: {err}",
+                          "traceback": traceback.format_exc()[-3000:]}
+            result["passed"] = bool(result["passed"])
+            result["seconds"] = round(time.perf_counter() - start, 1)
+            report["sections"][section.__name__] = result
+            verdict = ("skipped" if result.get("skipped") else
+                       "passed" if result["passed"] else "FAILED")
+            print(f"gpu_check: {section.__name__}: {verdict} ({result['seconds']} s)", flush=True)
+    report["passed"] = all(s["passed"] for s in report["sections"].values())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print(f"gpu_check: {'passed' if report['passed'] else 'FAILED'}; report in {args.out}")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    importlib.invalidate_caches()
+    sys.exit(main())
