@@ -252,15 +252,17 @@ def test_micro_batches_accumulate_to_the_step_of_the_whole_batch(data_dir, tmp_p
 # --- 9. the gradient scaler in the checkpoint ----------------------------------------
 
 def scaled_fabric(hw, run_dir):
-    """A 16-mixed Fabric on a CPU (Lightning would make it bf16-mixed): a
-    gradient scaler that grows every 2 steps from 2^24, so that fp16
-    overflows skip steps and the scale moves all run long."""
+    """A 16-mixed Fabric on a CPU (Lightning would make it bf16-mixed), its
+    gradient scaler growing every 2 steps from 2^125: the scaled gradients
+    overflow (in float32: CPU autocast's float16 does not overflow at the usual
+    scales) and skip a step whenever the scale climbs back to 2^126, so the
+    scale, and which steps are skipped, move all run long."""
     from lightning.fabric import Fabric
     from lightning.fabric.loggers import CSVLogger
     from lightning.fabric.plugins import MixedPrecision
     from lightning.fabric.plugins.environments import LightningEnvironment
 
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24, growth_interval=2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**125, growth_interval=2)
     fabric = Fabric(accelerator="cpu", devices=1,
                     plugins=[MixedPrecision("16-mixed", "cpu", scaler), LightningEnvironment()],
                     loggers=CSVLogger(run_dir, name="", version=""))
@@ -284,7 +286,7 @@ def test_a_16_mixed_run_resumes_with_its_scaler_to_the_uninterrupted_record(
         with pytest.raises(SystemExit):
             train(spec(schedule), data_dir, tmp_path / "run")
     saved = torch.load(tmp_path / "run" / "last.ckpt", weights_only=True)
-    assert saved["global_step"] == 10 and saved["precision"]["scale"] != 2.0**24
+    assert saved["global_step"] == 10 and saved["precision"]["scale"] != 2.0**125
     resumed = train(spec(schedule), data_dir, tmp_path / "run")
     assert comparable(resumed) == comparable(unbroken)
 
