@@ -1,4 +1,4 @@
-"""Tests for scalestudy.scaling: power-law fits, their intervals and refusals."""
+"""Tests for scalestudy.analysis.scaling: power-law fits, their intervals and refusals."""
 
 import math
 import os

@@ -17,7 +17,7 @@ What a run gets, and where it lives:
   non-finite loss, SIGTERM/USR1), validation every val_every steps, the train
   loss every log_every steps to metrics.csv;
 - `last.ckpt` at every validation, at the end of training and on SIGTERM or
-  USR1 (scalestudy.resume), written atomically; with `keep_best`, `best.ckpt`
+  USR1 (training/resume.py), written atomically; with `keep_best`, `best.ckpt`
   at each validation that improves the validation loss (pretraining);
 - `TrainingLoop.resume`: the weights, optimiser, schedule, loop counters, data order
   and position, RNG streams and plateau history of a checkpoint, so a resumed
@@ -68,7 +68,7 @@ def make_fabric(hw, run_dir: Path) -> Fabric:
     history to run_dir/metrics.csv; launched (under DDP, the other ranks'
     processes run the same command)."""
     # One run is one process (one SLURM task) that starts its devices'
-    # processes itself: no SLURM environment detection (see scalestudy.resume).
+    # processes itself: no SLURM environment detection (see training/resume.py).
     fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
                     precision=hw.precision, plugins=[LightningEnvironment()],
                     loggers=CSVLogger(run_dir, name="", version=""))

@@ -4,7 +4,7 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
 `retries`, or the same `snakemake` command after a crash) and the `train` or
 `pretrain` command resumes from `last.ckpt` in its own run directory.
 
-- Every run keeps `last.ckpt` (scalestudy.loop): written at each validation
+- Every run keeps `last.ckpt` (training/loop.py): written at each validation
   and at the end of training and, on SIGTERM or on SLURM's warning before the
   time limit (`sbatch --signal=USR1@<seconds>`), at the end of the step under
   way (`loop.StopSignal`). The command then exits with `PREEMPTED_EXIT` and
@@ -14,7 +14,7 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
   name and renamed, so a kill mid-write leaves the previous one whole.
 - `resume_point` accepts `last.ckpt` only if it was written for this run's
   spec (its config hash is stored in the checkpoint); otherwise the run starts
-  over. `loop.Fit.resume` then restores the weights, optimiser, schedule, loop
+  over. `loop.TrainingLoop.resume` then restores the weights, optimiser, schedule, loop
   counters, the data loader's epoch and position (torchdata's
   StatefulDataLoader, `train.loader`) and the module's RNG streams, so on a
   CPU the final record equals an uninterrupted run's (tests/test_resume.py).

@@ -145,7 +145,7 @@ def arch_handle(arch: str, **extra) -> Line2D:
 
 def arch_legends(fig, axes, extra: Iterable[Line2D] = ()) -> None:
     """One legend for the whole figure, below it, so that it never covers the data:
-    the architectures drawn in `axes` (in names.ARCHITECTURES order) and the `extra`
+    the architectures drawn in `axes` (in the registry's order) and the `extra`
     handles (what a line or band means)."""
     archs: dict[str, None] = {}
     for ax in axes:
