@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-
-from ...records import task_label  # noqa: E402
-from ..fits import size_order, task_runs  # noqa: E402
-from .layout import label_outer, mark_unfinished, panel_figure, unfinished_handles  # noqa: E402
-from .marks import fig_legend, mean_acc, prior_handles, seed_errorbar, spread_note  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import arch_rank, arch_style, prior_rank, prior_style, styled  # noqa: E402
+from ...records import task_label
+from ..fits import size_order, task_runs
+from .layout import label_outer, mark_unfinished, panel_figure, unfinished_handles
+from .marks import fig_legend, mean_acc, prior_handles, seed_errorbar, spread_note
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import arch_rank, arch_style, prior_rank, prior_style, styled
 
 
 @styled

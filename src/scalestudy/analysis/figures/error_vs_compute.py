@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-
-from ...records import task_label  # noqa: E402
-from ..fits import select, task_runs, x_values  # noqa: E402
-from .layout import (  # noqa: E402
+from ...records import task_label
+from ..fits import select, task_runs, x_values
+from .layout import (
     drop,
     finished_runs,
     fitted_x_axis,
@@ -21,7 +17,7 @@ from .layout import (  # noqa: E402
     tasks_of,
     unfinished_handles,
 )
-from .marks import (  # noqa: E402
+from .marks import (
     alpha_text,
     band_note,
     fmt_short,
@@ -31,8 +27,8 @@ from .marks import (  # noqa: E402
     seed_errorbar,
     spread_note,
 )
-from .output import Drawn, NotDrawn, save, title_text  # noqa: E402
-from .style import (  # noqa: E402
+from .output import Drawn, NotDrawn, save, title_text
+from .style import (
     X_LABELS,
     X_TITLES,
     arch_rank,

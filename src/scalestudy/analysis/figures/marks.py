@@ -6,17 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from ..stats import clean, loglog_replicates  # noqa: E402
-from .layout import finished_runs  # noqa: E402
-from .style import (  # noqa: E402
+from ..stats import clean, loglog_replicates
+from .layout import finished_runs
+from .style import (
     BAND_BOOT,
     BAND_SEED,
     NEUTRAL,

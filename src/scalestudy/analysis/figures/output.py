@@ -10,17 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from ...atomic import write_text  # noqa: E402
-from .style import INDEX, NEUTRAL, STYLE  # noqa: E402
+from ...atomic import write_text
+from .style import INDEX, NEUTRAL, STYLE, plt
 
 # --------------------------------------------------------------------------- drawn or not
 

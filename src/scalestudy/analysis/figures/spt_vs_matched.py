@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..fits import task_runs  # noqa: E402
-from .layout import label_outer, panel_figure, tasks_of  # noqa: E402
-from .marks import MAX_PANEL_LEGEND, arch_legends, mean_acc, seed_errorbar  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import NEUTRAL, arch_rank, arch_style, styled  # noqa: E402
+from ..fits import task_runs
+from .layout import label_outer, panel_figure, tasks_of
+from .marks import MAX_PANEL_LEGEND, arch_legends, mean_acc, seed_errorbar
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import NEUTRAL, arch_rank, arch_style, styled
 
 
 def spt_vs_matched(runs: pd.DataFrame, treated: str, control: str) -> pd.DataFrame:
