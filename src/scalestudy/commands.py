@@ -34,11 +34,15 @@ def run_recorded(work, identity: dict, record_path: Path) -> dict:
     train (its data, its checkpoint, its model), write a failed record with the
     error instead, so the study goes on and the failure is visible in it. The
     traceback goes to the job's log."""
+    from .atomic import no_space
     from .records import failed_record, write_record
 
     try:
         return work()
     except Exception as err:
+        full = no_space(err, record_path.parent)
+        if full:  # a full disk: the command's one error line, no record
+            raise full from None
         traceback.print_exc()
         record = failed_record(identity, err)
         write_record(record, record_path)
