@@ -15,6 +15,7 @@ then every job's spec parses. It checks, in order:
   refuses (e.g. a ListOps length window with no length in it), a pretraining
   stage that never validates (so has no best checkpoint), a task longer than
   the upstream backbone it finetunes;
+- that each tracker of trainer.loggers is installed (else the extra to install);
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`costs.training_memory`).
 
@@ -31,6 +32,7 @@ from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
+from ..training.trackers import require as require_trackers
 from .costs import training_memory
 from .grid import stages_needed, task_grid
 from .schema import SCHEMA_PATH, ConfigError, check_schema, coerce_config
@@ -154,5 +156,9 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
     coerce_config(config, schema_path)
     check_schema(config, schema_path)
     check_semantics(config)
+    try:  # a tracker's package is installed (its extra named)
+        require_trackers(config["trainer"]["loggers"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if memory_bytes is not None:
         check_memory(config, memory_bytes)

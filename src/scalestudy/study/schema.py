@@ -19,6 +19,7 @@ from ..architectures import ARCHITECTURES
 from ..options import section_schema
 from ..priors import PRIORS
 from ..tasks import TASKS
+from ..training.trackers import TRACKERS
 from .ladder import SIZES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"
@@ -77,6 +78,7 @@ def complete(schema: dict) -> dict:
         "size": {"enum": list(SIZES)},
         "prior": {"enum": list(PRIORS)},
         "task": {"enum": list(TASKS)},
+        "tracker": {"enum": list(TRACKERS)},
     }
 
     def fill(node):

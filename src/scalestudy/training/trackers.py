@@ -6,7 +6,8 @@ config's `trainer.loggers`; docs/trackers.md says which to use when).
   `tensorboard --logdir results` names each run by its study and cell
   (`default/runs/listops/transformer/xs/random/s0`);
 - `mlflow`: a run in the study's MLflow experiment ($MLFLOW_TRACKING_URI,
-  else the file store results/<study>/mlruns);
+  else the SQLite store results/<study>/mlflow.db, made with the experiment
+  when the workflow starts: `prepare`);
 - `wandb`: a Weights & Biases run in project $WANDB_PROJECT (else
   `scalestudy`), grouped by study; offline (results/<study>/wandb, for `wandb
   sync`) unless $WANDB_MODE says otherwise.
@@ -17,7 +18,8 @@ spec as its hyperparameters at the start and the record's headline numbers at
 the end. A resumed run continues its tracker runs: run_dir/trackers.json keeps
 their ids for the spec's config hash, and TensorBoard's purge step hides the
 killed attempt's events past the checkpoint it resumed from (a fresh start
-purges every earlier event, as the CSV logger replaces metrics.csv).
+hides every earlier event, as the CSV logger replaces metrics.csv; the files
+stay).
 
 The workflow hands the jobs `trainer.loggers` in $SCALESTUDY_LOGGERS (not in the
 spec, so that adding a tracker reruns nothing). This module imports neither
@@ -74,20 +76,42 @@ def _csv(run: Run):
 def _tensorboard(run: Run):
     from lightning.fabric.loggers import TensorBoardLogger
 
+    # TensorBoard hides the earlier events from this step on: a fresh start's all,
+    # a resumed run's past its checkpoint (it logs them again).
+    purge = 0 if run.resumed_step is None else run.resumed_step + 1
     return TensorBoardLogger(run.run_dir, name="", version="", default_hp_metric=False,
-                             purge_step=run.resumed_step or 0)
+                             purge_step=purge)
+
+
+def mlflow_uri(study_dir: Path) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or (
+        f"sqlite:///{(Path(study_dir) / 'mlflow.db').resolve()}")
+
+
+def mlflow_experiment(uri: str, study: str) -> None:
+    """The study's experiment in the store at `uri` (the store made on first use)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    if client.get_experiment_by_name(study) is None:
+        # Two jobs starting at once may both create it: the loser finds it.
+        with contextlib.suppress(mlflow.exceptions.MlflowException):
+            client.create_experiment(study)
+
+
+def prepare(names, study: str, study_dir: Path) -> None:
+    """Before a study's jobs run (the workflow's start): the stores its
+    trackers share, so that parallel jobs do not race to make them."""
+    if "mlflow" in names:
+        Path(study_dir).mkdir(parents=True, exist_ok=True)
+        mlflow_experiment(mlflow_uri(study_dir), study)
 
 
 def _mlflow(run: Run):
-    import mlflow
     from lightning.pytorch.loggers import MLFlowLogger
 
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or (run.study_dir / "mlruns").resolve().as_uri()
-    client = mlflow.MlflowClient(uri)
-    if client.get_experiment_by_name(run.study) is None:
-        # Two jobs starting at once may both create it: the loser finds it.
-        with contextlib.suppress(mlflow.exceptions.MlflowException):
-            client.create_experiment(run.study)
+    uri = mlflow_uri(run.study_dir)
+    mlflow_experiment(uri, run.study)
     logger = MLFlowLogger(experiment_name=run.study, run_name=run.name, tracking_uri=uri,
                           run_id=run.ids.get("mlflow"))
     if run.ids.get("mlflow") is None:
@@ -106,8 +130,8 @@ def _wandb(run: Run):
         group=run.study, save_dir=str(run.study_dir), id=resumed or uuid.uuid4().hex[:12],
         resume="allow", offline=not os.environ.get("WANDB_MODE"),
         settings=_wandb_settings())
-    if resumed is None:
-        logger.log_hyperparams(run.hparams)
+    # Every attempt: a killed one's service may have died before writing its config.
+    logger.log_hyperparams(run.hparams)
     return logger
 
 
@@ -219,8 +243,14 @@ def open_trackers(spec, run_dir: Path, names=None) -> list:
             ids = state.get("ids", {})
     run = Run(run_dir, name, spec.study, study_dir, hyperparameters(spec), resumed_step,
               ids or {})
-    loggers = [t.open(run) for t in trackers]
-    kept = {t.name: t.run_id(logger) for t, logger in zip(trackers, loggers, strict=True)}
+    opened = {}
+    for tracker in trackers:
+        try:
+            opened[tracker.name] = tracker.open(run)
+        except Exception as err:  # the run matters more than a tracker: it goes on
+            warn(tracker.name, "not logging to it", err)
+    loggers = list(opened.values())
+    kept = {name: TRACKERS[name].run_id(logger) for name, logger in opened.items()}
     kept = {k: v for k, v in kept.items() if v is not None}
     if kept:
         write_text(json.dumps({"config_hash": config_hash, "ids": kept}, indent=1) + "\n",
@@ -282,8 +312,13 @@ def finish(loggers, record: dict) -> None:
         except OSError:
             raise
         except Exception as err:  # the record matters more than a tracker
-            print(f"warning: tracker {name}: {type(err).__name__}: {err}", file=sys.stderr,
-                  flush=True)
+            warn(name, "its run may lack the record's numbers", err)
+
+
+def warn(name: str, what: str, err: Exception) -> None:
+    first = (str(err).strip().splitlines() or [""])[0]
+    print(f"warning: tracker {name}: {type(err).__name__}: {first} ({what})", file=sys.stderr,
+          flush=True)
 
 
 def _hparams_of(record: dict) -> dict:
