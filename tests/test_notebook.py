@@ -31,11 +31,11 @@ def study():
 
 
 def test_open_study_imports_no_torch():
-    code = ("import sys, scalestudy; s = scalestudy.open_study(%r, n_boot=10, "
+    code = (f"import sys, scalestudy; s = scalestudy.open_study({str(CACHE)!r}, n_boot=10, "
             "n_boot_saturating=2); s.fits; import matplotlib; matplotlib.use('Agg'); "
             "import matplotlib.pyplot as plt; ax = plt.gca(); "
             "s.plot.accuracy_vs_size(ax, task='listops', arch='s4'); "
-            "bad = {'torch', 'lightning'} & set(sys.modules); assert not bad, bad" % str(CACHE))
+            "bad = {'torch', 'lightning'} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
     plain = subprocess.run([sys.executable, "-c", "import sys, scalestudy; "
                             "assert 'pandas' not in sys.modules"], check=False)
