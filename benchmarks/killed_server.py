@@ -4,9 +4,9 @@ The warm fork server (scalestudy.warm) saves every job its imports; killed
 (SIGKILL, as the kernel's OOM killer sends) the next job starts another at the
 same socket, so the rest of the study keeps its warm start. This runs the
 default study (or a preset) from scratch twice in fresh copies of the workflow:
-once undisturbed, once with the server SIGKILLed when a third of the training
-records exist (and again, `--kills N`, at each further N-th), and prints both
-wall times, the slowdown, the servers seen and the jobs that restarted one.
+once undisturbed, once with the server SIGKILLed when half of the training
+records exist (`--kills N`: at each i/(N+1) of them), and prints both wall
+times, the slowdown, the servers seen and the jobs that restarted one.
 
     python benchmarks/killed_server.py                     # the default study, 2 cores
     python benchmarks/killed_server.py --configfile config/studies/smoke.yaml
