@@ -29,20 +29,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def servers_of(owner: int) -> list[int]:
-    """Pids of the warm servers whose owner is process `owner` (their argv), not
-    counting their forked children (the jobs), which share their argv."""
-    found = {}
+    """The warm server of the study of process `owner`: the pid its socket's
+    pid file names (the server's forked jobs share its argv, and once it is
+    killed its jobs in flight, like a restarted server, have init for a parent)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
         if b"scalestudy.warm" in argv and argv[-2:-1] == [str(owner).encode()]:
-            found[int(proc.name)] = parent
-    return [pid for pid, parent in found.items() if parent not in found]
+            try:
+                pid = int(Path(argv[-3].decode() + ".pid").read_text())
+                os.kill(pid, 0)
+            except (OSError, ValueError):
+                return []
+            return [pid]
+    return []
 
 
 def killer(owner: int, results: Path, expected: int, kills: int, seen: set, log: list,
