@@ -221,10 +221,11 @@ def test_the_run_dataclasses_default_to_the_default_study():
     default study's values: config/config.yaml stays the one source."""
     import dataclasses
 
-    from scalestudy.study.specs import TrainConfig, TrainerConfig
+    from scalestudy.study.specs import TrainConfig, TrainerConfig, hardware
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     assert dataclasses.asdict(TrainConfig()) == config["train"]
     trainer = dataclasses.asdict(TrainerConfig())
     # threads: 0 means torch's default outside a workflow, which pins 1 per job.
-    assert {**trainer, "threads": config["trainer"]["threads"]} == config["trainer"]
+    # loggers: the jobs' trackers, not part of a spec (specs.hardware).
+    assert {**trainer, "threads": config["trainer"]["threads"]} == hardware(config)

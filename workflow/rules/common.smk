@@ -3,18 +3,23 @@
 # means (its cells, specs, priorities, resources) is the package's
 # (scalestudy.study), torch-free and tested without Snakemake.
 
+import json
 import os
 import re
 import signal
 import threading
 
+import yaml
 from snakemake.settings.types import DeploymentMethod
 
+from scalestudy.atomic import write_text
 from scalestudy.locks import claim, clear_stale
 from scalestudy.stages import STAGES
 from scalestudy.study import machine_memory, trains_in_host_memory, validate
 from scalestudy.study import costs, grid, resources, specs
+from scalestudy.study import status as study_status
 from scalestudy.tasks import check_releases
+from scalestudy.training import trackers
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
 # same command must finish it, so a lock whose holder is gone is removed.
@@ -57,6 +62,9 @@ validate(
 )
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
+# The jobs' trackers (trainer.loggers): by the environment, not the spec, so
+# that adding one reruns no job (scalestudy.training.trackers).
+os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
 
 OUT = f"results/{config['study']}"
 
@@ -67,6 +75,10 @@ def start_study():
     (scalestudy.warm), instead of each paying seconds of imports. Cluster jobs
     run their command directly."""
     claim()  # this process holds the lock (see scalestudy.locks)
+    # The study's config as it runs, for `scalestudy status` (scalestudy.study.status).
+    write_text(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False),
+               os.path.join(OUT, study_status.CONFIG))
+    trackers.prepare(config["trainer"]["loggers"], config["study"], OUT)
     if workflow.local_exec:
         from scalestudy import warm
 

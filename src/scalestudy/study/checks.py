@@ -7,12 +7,15 @@ then every job's spec parses. It checks, in order:
 
 - the JSON schema (config/schema.yaml, completed from the registries:
   study/schema.py): types, ranges, accepted names, no unknown or missing key,
-  grids neither empty nor with a value twice;
+  grids neither empty nor with a value twice; the strings Snakemake's
+  --config passes are first read as the integers, numbers, booleans and
+  nulls the schema types;
 - what a schema cannot say: a grid.per_task sub-grid outside the grid, a
   causal backbone without a causal mode, a task option its config dataclass
   refuses (e.g. a ListOps length window with no length in it), a pretraining
   stage that never validates (so has no best checkpoint), a task longer than
   the upstream backbone it finetunes;
+- that each tracker of trainer.loggers is installed (else the extra to install);
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`costs.training_memory`).
 
@@ -29,9 +32,10 @@ from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
+from ..training.trackers import require as require_trackers
 from .costs import training_memory
 from .grid import stages_needed, task_grid
-from .schema import SCHEMA_PATH, ConfigError, check_schema
+from .schema import SCHEMA_PATH, ConfigError, check_schema, coerce_config
 
 GIB = 2**30
 
@@ -146,8 +150,15 @@ def check_memory(config: dict, memory_bytes: int) -> None:
 
 def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
              memory_bytes: int | None = None) -> None:
-    """Raise one ConfigError for a study that cannot run; see the module docstring."""
+    """Raise one ConfigError for a study that cannot run; see the module docstring.
+    Strings from Snakemake's --config are first read as the schema's integers,
+    numbers, booleans and nulls, in `config` itself (study/schema.py `coerce`)."""
+    coerce_config(config, schema_path)
     check_schema(config, schema_path)
     check_semantics(config)
+    try:  # a tracker's package is installed (its extra named)
+        require_trackers(config["trainer"]["loggers"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if memory_bytes is not None:
         check_memory(config, memory_bytes)

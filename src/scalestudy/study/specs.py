@@ -132,6 +132,13 @@ class PretrainSpec(Spec):
         return STAGES[self.kind]
 
 
+def hardware(config: dict) -> dict:
+    """The trainer section a spec holds: without trainer.loggers, which reach
+    the jobs by $SCALESTUDY_LOGGERS (training/trackers.py), so that adding a
+    tracker changes no spec and reruns nothing."""
+    return {k: v for k, v in config["trainer"].items() if k != "loggers"}
+
+
 def task_section(config: dict, task: str) -> dict:
     """A task's options, every one stated: the study's section over the task
     config dataclass's defaults (as JSON values)."""
@@ -143,7 +150,7 @@ def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: in
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
     return {"study": config["study"], "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": config["train"], "trainer": config["trainer"]}
+            "train": config["train"], "trainer": hardware(config)}
 
 
 def pretrain_schedule(config: dict) -> dict:
@@ -162,7 +169,7 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
         "arch": arch, "size": size, "seed": pretrain["seed"], "span": pretrain["span"],
-        "train": pretrain_schedule(config), "trainer": config["trainer"],
+        "train": pretrain_schedule(config), "trainer": hardware(config),
     }
 
 

@@ -46,7 +46,7 @@ from tqdm import tqdm
 from .. import faults
 from ..atomic import replacing
 from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
-from . import resume
+from . import resume, trackers
 from .plateau import plateaued
 
 LAST = resume.CHECKPOINT
@@ -63,15 +63,17 @@ class Preempted(SystemExit):
         super().__init__(resume.PREEMPTED_EXIT)
 
 
-def make_fabric(hw, run_dir: Path) -> Fabric:
+def make_fabric(hw, run_dir: Path, loggers: list | None = None) -> Fabric:
     """The one Fabric factory: hardware from `hw` (study.specs.TrainerConfig), the
-    history to run_dir/metrics.csv; launched (under DDP, the other ranks'
-    processes run the same command)."""
+    history to `loggers` (default: run_dir/metrics.csv; a run's trackers:
+    training/trackers.py); launched (under DDP, the other ranks' processes run
+    the same command)."""
     # One run is one process (one SLURM task) that starts its devices'
     # processes itself: no SLURM environment detection (see training/resume.py).
     fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
                     precision=hw.precision, plugins=[LightningEnvironment()],
-                    loggers=CSVLogger(run_dir, name="", version=""))
+                    loggers=[CSVLogger(run_dir, name="", version="")] if loggers is None
+                    else loggers)
     # Deterministic kernels, as Lightning's Trainer(deterministic=True) sets them.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
@@ -173,8 +175,7 @@ class TrainingLoop:
                        commit=self.fabric.is_global_zero) as temporary:
             self.fabric.save(temporary, self.state())
         self.fabric.barrier()  # every rank reads the same file (pretraining's best.ckpt)
-        for logger in self.fabric.loggers:
-            logger.save()
+        trackers.save(self.fabric.loggers)
 
     def resume(self, path: Path) -> None:
         """Continue from a checkpoint this run's spec wrote (resume.resume_point)."""

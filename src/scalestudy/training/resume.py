@@ -55,6 +55,17 @@ def keep_history(run_dir: Path) -> Path | None:
     return history.replace(Path(run_dir) / f"metrics.attempt{attempt}.csv")
 
 
+def checkpoint_step(run_dir: Path, config_hash: str) -> int | None:
+    """The step `resume_point`'s checkpoint resumes at, or None (quietly: a
+    tracker asks before the run says why it starts over)."""
+    path = Path(run_dir) / CHECKPOINT
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # absent, truncated or not a checkpoint
+        return None
+    return int(state["global_step"]) if state.get(SPEC_KEY) == config_hash else None
+
+
 def resume_point(run_dir: Path, config_hash: str) -> Path | None:
     """`run_dir/last.ckpt` if a run of this spec wrote it, else None."""
     path = Path(run_dir) / CHECKPOINT
