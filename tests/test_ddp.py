@@ -21,6 +21,7 @@ import yaml
 
 from scalestudy import tasks
 from scalestudy.records import read_records
+from scalestudy.study import specs
 from scalestudy.study.specs import RunSpec
 from scalestudy.training.flops import flops_per_step
 from scalestudy.training.task import build_classifier, run
@@ -37,7 +38,7 @@ def smoke_spec(**trainer) -> RunSpec:
         "size": smoke["grid"]["sizes"][-1], "prior": "random", "seed": 0,
         "task_config": {**config["tasks"]["listops"], **smoke["tasks"]["listops"]},
         "train": {**config["train"], **smoke["train"]},
-        "trainer": {**config["trainer"], "accelerator": "cpu", **trainer},
+        "trainer": {**specs.hardware(config), "accelerator": "cpu", **trainer},
     })
 
 
