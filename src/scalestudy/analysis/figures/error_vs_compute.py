@@ -97,7 +97,7 @@ def draw(runs, fits, out_dir, tasks=None, x_axis=None) -> Drawn:
                 row = fit.iloc[0]
                 if row["status"] == "ok":
                     loglog_fit(ax, cell["x"], cell["error"], row, f"fit:{arch}",
-                                color=style["color"], linewidth=1.1,
+                                sizes=cell["size"], color=style["color"], linewidth=1.1,
                                 linestyle=prior_linestyle(prior))
                 alpha_text(ax, fmt_short(row, "αD"))
             stats = over_seeds(cell, ["size"], "error", x="x")
