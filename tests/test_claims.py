@@ -461,7 +461,7 @@ def test_claims_md_gives_each_claim_one_verdict_and_its_scopes():
     summary = text.split("## Summary")[1].split("\n## ")[0]
     assert "| SPT closes most of the Transformer-S4 gap | holds | 1 / 0 / 0 |" in summary
     assert text.count("- Verdict: **") == 14
-    assert "holds when every scope holds (an intersection-union test" in text
+    assert "the claim holds when every scope holds, does not hold when some scope" in text
 
 
 def test_claims_md_says_whether_the_intervals_hold_the_pretraining_variance():

@@ -112,8 +112,8 @@ def _finetune_causal(runs: pd.DataFrame, prior: str):
 
 def _objective(runs: pd.DataFrame, prior: str) -> str:
     """The prior's denoising objective: next-token prediction when its pretraining
-    was causal (the records' `pretrain_causal`; for records before it, the stage's
-    forced causality), masked tokens otherwise."""
+    was causal (the records' `pretrain_causal`; without it, as for a prior not in
+    the grid, the stage's forced causality), masked tokens otherwise."""
     known = runs.loc[runs["prior"] == prior, "pretrain_causal"].dropna().unique()
     if len(known) == 1:
         causal = bool(known[0])
@@ -135,13 +135,13 @@ def both_objectives(study: Study, *, treatments: tuple[str, ...],
         if not present:
             continue
         for prior in treatments:
+            scope = f"{task} / {arch} / {_objective(r, prior)}"
             if prior not in present:
-                out.append(Scope(f"{task} / {arch} / {prior}", f"no runs of {prior}", NO_DATA))
+                out.append(Scope(scope, f"no runs of {prior}", NO_DATA))
                 continue
             causal = _finetune_causal(r, prior)
             matching = [c for c in controls if c in set(r["prior"])
                         and _finetune_causal(r, c) == causal]
-            scope = f"{task} / {arch} / {_objective(r, prior)}"
             if not matching:
                 out.append(Scope(scope, f"no control among {', '.join(controls)} finetuned at "
                                         f"{prior}'s causality ({causal})", NO_DATA))

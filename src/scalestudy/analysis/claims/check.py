@@ -23,13 +23,12 @@ XU = "Xu et al. 2021 (ACL 2021, arXiv:2012.15355)"
 # How a claim's scopes make its verdict (Claim.combine).
 EVERY, ANY = "every", "any"
 COMBINE_RULES = {
-    EVERY: "holds when every scope holds (an intersection-union test: each scope is "
-           "judged at the study's level, so on a study with no effect the claim holds at "
-           "most that often); does not hold when some scope does not; otherwise not enough "
-           "data",
-    ANY: "holds when some scope holds at the Bonferroni level (the study's level divided "
-         "by the number of scopes judged); does not hold when no scope holds and some "
-         "scope was judged; otherwise not enough data",
+    EVERY: "the claim holds when every scope holds, does not hold when some scope does "
+           "not, and otherwise has not enough data (an intersection-union test: with no "
+           "effect anywhere it holds at most as often as one scope would)",
+    ANY: "the claim holds when some scope holds, each judged at the Bonferroni level (the "
+         "study's level divided by the number of scopes judged); it does not hold when "
+         "some scope was judged and none holds; otherwise not enough data",
 }
 
 

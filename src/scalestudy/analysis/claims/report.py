@@ -90,7 +90,7 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
         how = g["combine"].iloc[0]
         out += [f"## {claim}", "", f"- Where the paper states it: {g['source'].iloc[0]}",
                 f"- Decision rule: {g['rule'].iloc[0]}",
-                f"- Verdict: **{g['claim_verdict'].iloc[0]}** ({COMBINE_RULES[how]})", ""]
+                f"- Verdict: **{g['claim_verdict'].iloc[0]}**; {COMBINE_RULES[how]}", ""]
         table = g[["scope", "measurement", "verdict"]].rename(columns={
             "measurement": "our measurement"})
         out += [markdown(table), ""]
