@@ -437,20 +437,6 @@ def test_welch_interval_against_scipy():
     assert mean_difference([0.5], [0.3])["status"].startswith("no interval")
 
 
-def test_spearman_is_scipys_per_row_and_nan_for_a_constant_row():
-    from scipy.stats import spearmanr
-
-    from scalestudy.analysis.claims.stats import spearman
-
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(50, 6)), rng.normal(size=(50, 6))
-    x[3, :2] = x[3, 2]
-    rows = spearman(x, y)
-    assert np.allclose(rows, [spearmanr(a, b).statistic for a, b in zip(x, y, strict=True)])
-    x[9] = 1.0
-    assert np.isnan(spearman(x, y)[9])
-
-
 # --------------------------------------------------------------------------- claims.md
 
 

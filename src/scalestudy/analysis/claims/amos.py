@@ -23,6 +23,7 @@ from .check import (
     by_task_arch,
     finished,
     stat_text,
+    stats_text,
 )
 from .stats import contrast, mean_difference
 
@@ -84,14 +85,14 @@ def beats_control_every_size(study: Study, *, treatment: str, control: str) -> l
         if treatment not in set(r["prior"]):
             continue
         ok = finished(r)
-        parts, verdicts = [], []
+        items, verdicts = [], []
         for size in size_order(r):
             at = ok[ok["size"] == size]
             d = mean_difference(at.loc[at["prior"] == treatment, "test_acc"],
                                 at.loc[at["prior"] == control, "test_acc"], ci=study.ci)
-            parts.append(stat_text(d, size))
+            items.append((d, size))
             verdicts.append(above(d))
-        out.append(Scope(f"{task} / {arch}", f"{treatment} - {control} at " + "; ".join(parts),
+        out.append(Scope(f"{task} / {arch}", f"{treatment} - {control} at {stats_text(items)}",
                          all_of(*verdicts) if verdicts else NO_DATA))
     return out or [Scope("all", f"no {treatment} runs", NO_DATA)]
 

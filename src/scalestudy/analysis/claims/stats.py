@@ -16,8 +16,7 @@ status) with an interval at the study's level:
   the two share sizes and seeds (the same seeds drawn for both);
 - `leader_change`: whether the best architecture at the smallest size is
   another than at the largest: each leader ahead of every other architecture
-  at its size (Welch, one-sided);
-- `spearman`: Spearman's rank correlation of bootstrap replicates.
+  at its size (Welch, one-sided).
 """
 
 from __future__ import annotations
@@ -229,15 +228,3 @@ def leader_change(small: list[np.ndarray], large: list[np.ndarray], *, ci: float
         leaders=(lead_s, lead_l), ahead=ahead,
         d_small=welch([(small[lead_s], 1.0, "a"), (small[lead_l], -1.0, "b")], ci),
         d_large=welch([(large[lead_l], 1.0, "a"), (large[lead_s], -1.0, "b")], ci))
-
-
-def spearman(x, y) -> np.ndarray:
-    """Spearman's rank correlation (average ranks for ties) of each row of `x`
-    with the same row of `y` (1-D: one value); NaN where a row is constant."""
-    from scipy.stats import rankdata
-
-    rx, ry = (rankdata(np.atleast_2d(v), axis=1) for v in (x, y))
-    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (rx * ry).sum(axis=1) / np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
-    return rho if np.ndim(x) > 1 else rho[0]
