@@ -90,21 +90,24 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     preset over the default study; a task's grid.per_task sub-grid replaces the
     grid's values for it): one train job per cell, one pretraining per stage on
     the task's data (spt, spt_causal) x task x arch x size, one per stage on the
-    upstream corpus x arch x size."""
+    upstream corpus x arch x size; each of those once per finetuning seed with
+    pretrain.seeds: per_seed."""
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
     grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
+    per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
     train = on_task = 0
     upstream = set()
     for task in grid["tasks"]:
         sub = task_grid(grid, task)
         stages = {PRIORS[prior].needs for prior in sub["priors"]} - {None}
         cells = len(sub["archs"]) * len(sub["sizes"])
+        seeds = sub["seeds"] if per_seed else [None]
         train += cells * len(sub["priors"]) * len(sub["seeds"])
-        on_task += cells * sum(STAGES[s].on_task for s in stages)
-        upstream |= {(s, arch, size) for s in stages if not STAGES[s].on_task
-                     for arch in sub["archs"] for size in sub["sizes"]}
+        on_task += cells * sum(STAGES[s].on_task for s in stages) * len(seeds)
+        upstream |= {(s, arch, size, seed) for s in stages if not STAGES[s].on_task
+                     for arch in sub["archs"] for size in sub["sizes"] for seed in seeds}
     return {"train": train, "pretrain_task": on_task, "pretrain_upstream": len(upstream)}
 
 

@@ -30,6 +30,11 @@ class Architecture:
     color: str
     marker: str
     causal: bool = True  # whether the mechanism has a causal mode (train.causal)
+    # Whether its causal backbone has exactly the bidirectional one's weights (the
+    # causal mode only masks), so that a causally pretrained checkpoint finetunes
+    # bidirectionally (priors.py: spt_causal). Not the SSMs: a bidirectional
+    # layer holds a second kernel, and its FFN width is matched to that.
+    causal_weights_bidirectional: bool = True
     # The vanilla baseline the others are compared with (the architecture gap).
     reference: bool = False
 
@@ -57,6 +62,8 @@ ARCHITECTURES: Registry[Architecture] = Registry("arch", [
     A("mixer", "mixer", "Mixer", "#332288", "h"),
     A("lconv", "convolutions", "LightConv", "#44AA99", ">"),
     A("dconv", "convolutions", "DynamicConv", "#8C564B", "d"),
-    A("s4", "s4", "S4", "#E8384F", "*"),
-    A("s4_unstructured", "s4", "S4Unstructured", "#AA4499", "8"),
+    A("s4", "s4", "S4", "#E8384F", "*", causal_weights_bidirectional=False),
+    # Amos et al.'s unstructured SSM (the diagonal linear RNN), and a milder ablation.
+    A("dlr", "s4", "DLR", "#117733", "H", causal_weights_bidirectional=False),
+    A("s4_random_a", "s4", "S4RandomA", "#AA4499", "8", causal_weights_bidirectional=False),
 ])

@@ -113,8 +113,11 @@ wildcard_constraints:
 
 
 RUN_DIR = f"{OUT}/{grid.RUN_DIR}"
+# pretrain.seeds: per_seed gives each finetuning seed its own pretraining run.
+PER_SEED = specs.per_seed(config)
 RECORDS = [f"{OUT}/{cell.directory}/record.parquet" for cell in grid.cells(GRID)]
-PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet" for p in grid.pretrain_cells(GRID)]
+PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet"
+                    for p in grid.pretrain_cells(GRID, PER_SEED)]
 # The pretraining stages by their corpus: the task's own data, or the upstream corpus.
 TASK_STAGES = [name for name, stage in STAGES.items() if stage.on_task]
 UPSTREAM_STAGES = [name for name, stage in STAGES.items() if not stage.on_task]
@@ -130,7 +133,8 @@ def run_spec(wildcards):
 def pretrain_spec(wildcards):
     stage = wildcards.stage
     return specs.as_json(specs.pretrain_spec(config, stage, wildcards.get("task"),
-                                             wildcards.arch, wildcards.size))
+                                             wildcards.arch, wildcards.size,
+                                             wildcards.get("seed")))
 
 
 def train_inputs(wildcards):
@@ -139,7 +143,7 @@ def train_inputs(wildcards):
     inputs = {"data": rules.task_data.output}
     cell = grid.Cell(wildcards.task, wildcards.arch, wildcards.size, wildcards.prior,
                      int(wildcards.seed))
-    needed = grid.pretrain_cell(cell)
+    needed = grid.pretrain_cell(cell, PER_SEED)
     if needed:
         inputs["pretrained"] = f"{OUT}/{needed.directory}/record.parquet"
     return inputs

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stages import STAGES
+from ..stages import PRETRAIN_SEEDS, STAGES
 from ..tasks import task_config
 
 
@@ -160,16 +160,26 @@ def pretrain_schedule(config: dict) -> dict:
     return {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}}
 
 
-def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str) -> dict:
+def per_seed(config: dict) -> bool:
+    """Whether each finetuning seed has its own pretraining run (pretrain.seeds)."""
+    return config["pretrain"].get("seeds", PRETRAIN_SEEDS[0]) == PRETRAIN_SEEDS[1]
+
+
+def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
+                  seed: int | None = None) -> dict:
     """The PretrainSpec of a stage's run for an arch x size (and task, for a
-    stage on the task's own data), as the dict `scalestudy pretrain` reads."""
+    stage on the task's own data), as the dict `scalestudy pretrain` reads: of
+    finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
     entry = STAGES[stage]
     pretrain = config["pretrain"]
+    if per_seed(config) and seed is None:
+        raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
     return {
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
-        "arch": arch, "size": size, "seed": pretrain["seed"], "span": pretrain["span"],
-        "train": pretrain_schedule(config), "trainer": hardware(config),
+        "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
+        "span": pretrain["span"], "train": pretrain_schedule(config),
+        "trainer": hardware(config),
     }
 
 

@@ -65,7 +65,7 @@ def draw(runs, fits, out_dir, tasks=None) -> Drawn:
             row = fit.iloc[0]
             if row["status"] == "ok":
                 loglog_fit(ax, cell["upstream_loss"], cell["error"], row, f"fit:{arch}",
-                            sign=1, color=style["color"], linewidth=1.2)
+                            sizes=cell["size"], sign=1, color=style["color"], linewidth=1.2)
                 loglog_fit(overlays[task], cell["upstream_loss"], cell["error"], row,
                             f"overlay:{arch}", sign=1, band=False, color=style["color"],
                             linewidth=1)

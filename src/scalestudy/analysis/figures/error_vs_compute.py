@@ -69,7 +69,7 @@ def _panel(ax, runs_t, cell, fits, task, prior, arch, x_axis) -> set[str]:
     if len(fit):
         row = fit.iloc[0]
         if row["status"] == "ok":
-            loglog_fit(ax, cell["x"], cell["error"], row, f"fit:{arch}",
+            loglog_fit(ax, cell["x"], cell["error"], row, f"fit:{arch}", sizes=cell["size"],
                        color=style["color"], linewidth=1.1, linestyle=prior_linestyle(prior))
         alpha_text(ax, fmt_short(row, "αD"))
     stats = over_seeds(cell, ["size"], "error", x="x")

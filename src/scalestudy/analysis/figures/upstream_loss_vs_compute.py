@@ -65,7 +65,7 @@ def draw(runs, fits, out_dir, tasks=None, x_axis=None) -> Drawn:
             texts.append(fmt_short(row, "αU"))
             if row["status"] == "ok":
                 loglog_fit(ax, cell["x"], cell["upstream_loss"], row, f"fit:{arch}",
-                            color=style["color"], linewidth=1.2)
+                            sizes=cell["size"], color=style["color"], linewidth=1.2)
                 loglog_fit(overlay, cell["x"], cell["upstream_loss"], row,
                             f"overlay:{arch}", band=False, color=style["color"], linewidth=1)
         sat = select(fits, "alpha_U", "saturating", arch=arch)
