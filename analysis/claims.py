@@ -4,7 +4,7 @@
         --out results/<study>/claims.md
 
 The same as `scalestudy claims`; the checks and their decision rules are in
-scalestudy.claims (torch-free).
+scalestudy.analysis.claims (torch-free).
 """
 
 import sys

@@ -1,6 +1,6 @@
 """Lightning's overhead per training step: the study's loop against a plain loop.
 
-Both sides train the same model (`scalestudy.train.Classifier`: transformer
+Both sides train the same model (`scalestudy.training.modules.Classifier`: transformer
 backbone + ClassifierHead) on the same data (random ListOps-like batches: 32
 sequences of random lengths up to T, padded with 0, through the study's
 `train.loader`), with the same optimiser and schedule (`configure_optimizer`:
@@ -147,7 +147,7 @@ class Alongside(TrainingLoop):
 
 def side_by_side(study_model: Classifier, plain_model: Classifier, train, plain_train, val,
                  cfg: TrainConfig, hw: TrainerConfig, clock) -> tuple[list, list, float]:
-    """One `Fit.run` with a plain step after each of its steps: the per-step
+    """One `TrainingLoop.run` with a plain step after each of its steps: the per-step
     seconds of both (aligned), and the fit's fixed cost outside its steps:
     make_fabric and set-up before the first step, the validation, last.ckpt
     and the logger's flush after the last (less one median step)."""
@@ -233,7 +233,7 @@ def main() -> None:
         "the pairs of study - plain and study / plain (the target: <= 1.05); ratio of "
         "means: sum over sum, which also counts the metrics.csv steps (every 10th) and the "
         "bursts of other jobs. The last row (xxs, T=8, batch 2) has next to no "
-        "arithmetic: its added ms is the loop's fixed cost per step. Fit fixed s: a fit's "
+        "arithmetic: its added ms is the loop's fixed cost per step. Loop fixed s: a run's "
         "cost outside its steps (make_fabric and set-up; the validation, last.ckpt and "
         "the CSV flush at the end), median over fits.",
         "",

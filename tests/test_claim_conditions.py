@@ -1,24 +1,26 @@
-"""Every condition of two claim rules (issue 25, item 9), each case built to hold,
-to fail on exactly one condition, or to lack data:
+"""Every condition of two claim rules, each case built to hold, to fail on
+exactly one condition, or to lack data:
 
-- "SPT closes the Transformer-S4 gap": holds when the gap (S4 - transformer
-  accuracy) under random init lies above 0, its reduction under SPT lies above 0,
-  and the gap under SPT is not above 0;
-- "The vanilla Transformer scales best upstream": holds only when the
-  transformer's alpha_U interval lies above every other architecture's; an
-  overlap does not hold.
+- "SPT closes most of the Transformer-S4 gap": holds when the gap (S4 minus
+  transformer accuracy) under random init lies above 0 (the premise) and the
+  gap under SPT lies below half of it (the interval of half the random gap
+  minus the SPT gap above 0);
+- "The vanilla Transformer scales best upstream": holds only when the interval
+  of the transformer's alpha_U minus each other architecture's lies above 0.
 """
 
 from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pandas as pd
 import pytest
+from claim_studies import scaling, scopes
+from claim_studies import study as claim_study
 
-from scalestudy.analysis.claims import amos, tay
-from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA
+from scalestudy.analysis.claims import amos
+from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA, above
+from scalestudy.analysis.claims.stats import contrast
 
 BOOT = {"n_boot": 300, "seed": 0}
 PARAMS = {"xxs": 1e4, "xs": 4e4, "s": 1.6e5}
@@ -40,37 +42,46 @@ def gap_runs(gap_random: float, gap_spt: float, archs=("s4", "transformer"),
     return pd.DataFrame(rows)
 
 
+def conditions(runs) -> tuple[str, str]:
+    """(premise, most) of the gap rule, from the contrasts the rule names."""
+    def c(weights):
+        return contrast(runs, {f"{a}/{p}": ({"arch": a, "prior": p}, w)
+                               for (a, p), w in weights.items()})
+
+    premise = c({("s4", "random"): 1, ("transformer", "random"): -1})
+    most = c({("s4", "random"): 0.5, ("transformer", "random"): -0.5, ("s4", "spt"): -1,
+              ("transformer", "spt"): 1})
+    return above(premise), above(most)
+
+
 def s4_gap_verdict(runs) -> str:
-    (check,) = amos.spt_closes_s4_gap(runs, **BOOT)
-    assert check.scope == "listops"
-    return check.verdict
+    (scope,) = scopes("spt_closes_s4_gap", runs)
+    assert scope.scope == "listops"
+    return scope.verdict
 
 
-def test_spt_closes_the_s4_gap_holds_when_all_three_conditions_do():
-    # Gap 0.10 under random init, 0 under SPT.
-    assert s4_gap_verdict(gap_runs(0.10, 0.0)) == HOLDS
-    assert s4_gap_verdict(gap_runs(0.10, -0.03)) == HOLDS  # SPT's gap below 0 too
+def test_spt_closes_the_s4_gap_holds_when_both_conditions_do():
+    for gap_spt in (0.0, -0.03, 0.02):  # closed, overtaken, 80% closed
+        assert conditions(gap_runs(0.10, gap_spt)) == (HOLDS, HOLDS)
+        assert s4_gap_verdict(gap_runs(0.10, gap_spt)) == HOLDS
 
 
-def test_spt_closes_the_s4_gap_fails_when_the_gap_under_spt_stays_above_0():
-    """Reduced (0.10 -> 0.05: the reduction lies above 0) but not closed."""
-    runs = gap_runs(0.10, 0.05)
-    gap_random, gap_spt, reduction, _ = amos.gap_under_spt(runs, "s4", "transformer", BOOT)
-    assert gap_random["low"] > 0 and reduction["low"] > 0 and gap_spt["low"] > 0
+def test_spt_closes_the_s4_gap_fails_when_most_of_the_gap_stays():
+    """Reduced (0.10 -> 0.07: the old rule's reduction lies above 0) but less than half."""
+    runs = gap_runs(0.10, 0.07)
+    assert conditions(runs) == (HOLDS, FAILS)
     assert s4_gap_verdict(runs) == FAILS
 
 
 def test_spt_closes_the_s4_gap_fails_without_a_gap_to_close():
-    """Under random init S4 is not behind (gap 0): nothing to close."""
+    """Under random init S4 is not ahead (gap 0): nothing to close, though SPT's
+    gap lies below half of it."""
     runs = gap_runs(0.0, -0.05)
-    gap_random, gap_spt, reduction, _ = amos.gap_under_spt(runs, "s4", "transformer", BOOT)
-    assert gap_random["low"] <= 0 and reduction["low"] > 0 and gap_spt["low"] <= 0
+    assert conditions(runs) == (FAILS, HOLDS)
     assert s4_gap_verdict(runs) == FAILS
 
 
-def test_spt_closes_the_s4_gap_fails_when_spt_does_not_reduce_it():
-    """The gap is the same (0.10) under both priors (no reduction), or SPT widens it
-    from -0.02 to 0.05 (a negative reduction)."""
+def test_spt_closes_the_s4_gap_fails_when_spt_widens_it():
     assert s4_gap_verdict(gap_runs(0.10, 0.10)) == FAILS
     assert s4_gap_verdict(gap_runs(-0.02, 0.05)) == FAILS
 
@@ -78,50 +89,47 @@ def test_spt_closes_the_s4_gap_fails_when_spt_does_not_reduce_it():
 def test_spt_closes_the_s4_gap_lacks_data_without_spt_or_s4_runs():
     assert s4_gap_verdict(gap_runs(0.10, 0.0, priors=("random",))) == NO_DATA
     assert s4_gap_verdict(gap_runs(0.10, 0.0, archs=("transformer",))) == NO_DATA
-    one_size = gap_runs(0.10, 0.0)
-    one_size = one_size[(one_size["size"] == "xs") & (one_size["seed"] == 0)]
-    assert s4_gap_verdict(one_size) == NO_DATA  # one run per cell: no interval
+    one_seed = gap_runs(0.10, 0.0).query("seed == 0")  # one run per cell: no interval
+    assert s4_gap_verdict(one_seed) == NO_DATA
 
 
-def upstream_fits(intervals: dict[str, tuple[float, float] | None]) -> pd.DataFrame:
-    """alpha_U log-log rows: arch -> (low, high), or None for a refused fit."""
-    rows = []
-    for arch, interval in intervals.items():
-        low, high = interval if interval else (np.nan, np.nan)
-        rows.append(dict(metric="alpha_U", form="loglog", task="upstream", prior="upstream",
-                         arch=arch, alpha=(low + high) / 2, alpha_low=low, alpha_high=high,
-                         status="ok" if interval else "not enough sizes: 2 < 3"))
-    return pd.DataFrame(rows)
+def test_the_gap_rule_is_the_function_of_its_parameters():
+    """The same function with the names swapped: transformer minus s4 has no
+    premise here."""
+    study = claim_study(gap_runs(0.10, 0.0))
+    (scope,) = amos.gap_closes(study, first="transformer", second="s4", treatment="spt",
+                               control="random")
+    assert scope.verdict == FAILS
 
 
-def vanilla_verdict(intervals) -> str:
-    (check,) = tay.vanilla_scales_best_upstream(upstream_fits(intervals))
-    return check.verdict
+def vanilla_verdict(alpha_u: dict, **kw) -> str:
+    (scope,) = scopes("vanilla_scales_best_upstream",
+                      scaling(alpha_u=alpha_u, archs=tuple(alpha_u), **kw))
+    return scope.verdict
 
 
 def test_vanilla_scales_best_holds_only_above_every_other_architecture():
-    assert vanilla_verdict({"transformer": (0.25, 0.30), "performer": (0.05, 0.10),
-                            "albert": (0.15, 0.24)}) == HOLDS
+    assert vanilla_verdict({"transformer": 0.3, "performer": 0.1, "albert": 0.2}) == HOLDS
 
 
-def test_vanilla_scales_best_does_not_hold_on_an_overlap():
-    """One architecture's interval overlaps the transformer's (its estimate is
-    lower): the study does not show the transformer best."""
-    verdict = vanilla_verdict({"transformer": (0.25, 0.30), "performer": (0.05, 0.10),
-                               "albert": (0.20, 0.26)})
-    assert verdict == FAILS
-    assert vanilla_verdict({"transformer": (0.25, 0.30), "albert": (0.25, 0.30)}) == FAILS
+def test_vanilla_scales_best_does_not_hold_when_one_difference_reaches_0():
+    """The transformer's alpha_U is larger than albert's by 0.005 with 2% noise
+    not shared between the two: the difference's interval contains 0."""
+    assert vanilla_verdict({"transformer": 0.3, "albert": 0.295, "performer": 0.1},
+                           noise=0.02, paired=False) == FAILS
+    assert vanilla_verdict({"transformer": 0.3, "albert": 0.3}) == FAILS
 
 
 def test_vanilla_scales_best_does_not_hold_below_another():
-    assert vanilla_verdict({"transformer": (0.25, 0.30), "glu": (0.35, 0.40)}) == FAILS
+    assert vanilla_verdict({"transformer": 0.25, "glu": 0.35}) == FAILS
 
 
-@pytest.mark.parametrize("intervals", [
-    {"performer": (0.05, 0.10)},  # no transformer fit
-    {"transformer": None, "performer": (0.05, 0.10)},  # the transformer's fit refused
-    {"transformer": (0.25, 0.30)},  # nothing to compare with
-    {"transformer": (0.25, 0.30), "performer": None},  # the only other one refused
-])
-def test_vanilla_scales_best_lacks_data(intervals):
-    assert vanilla_verdict(intervals) == NO_DATA
+@pytest.mark.parametrize("case", ["no transformer", "one seed", "nothing to compare"])
+def test_vanilla_scales_best_lacks_data(case):
+    data = scaling(alpha_u={"transformer": 0.3, "performer": 0.1},
+                   archs=("transformer", "performer"))
+    data = {"no transformer": data[data["arch"] != "transformer"],
+            "one seed": data[data["seed"] == 0],
+            "nothing to compare": data[data["arch"] == "transformer"]}[case]
+    (scope,) = scopes("vanilla_scales_best_upstream", data)
+    assert scope.verdict == NO_DATA

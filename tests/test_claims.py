@@ -1,108 +1,207 @@
-"""The decision rules of the claims added for issue 15, each on synthetic records
-built to hold, to fail and to lack data (fast: no training, no fit stage)."""
+"""Every claim's decision rule on synthetic records built to hold, to fail on
+each condition and to lack data, including the counter-examples of issue 27 on
+which the earlier rules said "holds" (fast: no training, no fit stage)."""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pandas as pd
 import pytest
+from claim_studies import runs, scaling, scopes, study, verdicts
 
-from scalestudy.analysis.claims import amos, report, stats, tay, xu
-from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA
+from scalestudy.analysis.claims import CLAIMS, evaluate, report, tay
+from scalestudy.analysis.claims.check import (
+    ANY,
+    COMBINE_RULES,
+    EVERY,
+    FAILS,
+    HOLDS,
+    NO_DATA,
+    Study,
+    combine,
+)
+from scalestudy.analysis.scaling import fit_loglog
 
-PARAMS = {"xxs": 1e4, "xs": 4e4, "s": 1.6e5, "m": 6.4e5}
-# (depth, width) of each size under the depth and width protocols (xs: the anchor).
-SHAPES = {"depth": {"xxs": (1, 32), "xs": (2, 32), "s": (8, 32), "m": (36, 32)},
-          "width": {"xxs": (2, 16), "xs": (2, 32), "s": (2, 64), "m": (2, 136)},
-          "default": {"xxs": (2, 16), "xs": (2, 32), "s": (2, 64), "m": (4, 96)}}
-BOOT = {"n_boot": 300, "seed": 0}
-
-
-def runs(acc, archs=("transformer",), sizes=("xxs", "xs", "s"), priors=("random",),
-         seeds=(0, 1), protocols=("default",), status=None) -> pd.DataFrame:
-    """Task-run records: test accuracy acc(arch, size, prior, protocol) plus a
-    seed-dependent +-0.005; `status(arch, size, prior)` (default "ok")."""
-    rows = []
-    for arch, size, prior, protocol, seed in itertools.product(archs, sizes, priors,
-                                                               protocols, seeds):
-        depth, width = SHAPES[protocol][size]
-        rows.append(dict(
-            study="synthetic", task="listops", arch=arch, size=size, prior=prior, seed=seed,
-            stage="finetune" if prior.startswith("spt") or prior == "upstream" else "scratch",
-            status=status(arch, size, prior) if status else "ok",
-            test_acc=acc(arch, size, prior, protocol) + (0.005 if seed % 2 else -0.005),
-            n_params_nonembed=PARAMS[size], depth=depth, width=width, protocol=protocol,
-            norm="none" if prior in ("dtfixup", "random_noln") else "pre",
-        ))
-    return pd.DataFrame(rows)
+# --------------------------------------------------------------------------- the registry
 
 
-def fits(rows: list[dict]) -> pd.DataFrame:
-    """A fits frame of log-log rows: metric, arch, task, prior, alpha, interval."""
-    base = {"form": "loglog", "task": "listops", "prior": "upstream", "status": "ok"}
-    return pd.DataFrame([{**base, **r} for r in rows])
+def test_every_claim_states_its_text_source_rule_and_the_names_it_is_about():
+    assert len(CLAIMS) == 14
+    for name, claim in CLAIMS.items():
+        assert claim.text and claim.source and claim.rule, name
+        assert claim.combine in COMBINE_RULES, name
+    assert CLAIMS["performer_albert_scale_poorly"].params["archs"] == ("performer", "albert")
+    assert CLAIMS["vanilla_scales_best_upstream"].params == {"reference": "transformer"}
+    assert CLAIMS["structure_redundant_under_spt"].params["second"] == "dlr"
+    assert CLAIMS["best_arch_changes_with_scale"].combine == ANY
 
 
-def fit(metric, arch, alpha, low, high, **more) -> dict:
-    if metric == "alpha_U":
-        more = {"task": "upstream", "prior": "upstream", **more}
-    return dict(metric=metric, arch=arch, alpha=alpha, alpha_low=low, alpha_high=high, **more)
+def test_every_source_cites_what_was_checked_or_says_unverified():
+    """Issue 27, item 8: no section number from memory. A source quotes the
+    abstract or the authors' README (read while writing it), says what is
+    unverified, or names the control as this project's own."""
+    for name, claim in CLAIMS.items():
+        assert "§" not in claim.source, name
+        assert any(word in claim.source for word in
+                   ("abstract", "README", "unverified", "this project's own")), name
 
 
-def verdicts(checks) -> list[str]:
-    return [c.verdict for c in checks]
+def test_a_claim_function_reads_the_names_it_compares_from_its_parameters():
+    """The same rule on other names: mos and glu against switch."""
+    data = scaling(alpha_u={"switch": 0.3, "mos": 0.1, "glu": 0.1}, archs=("switch", "mos", "glu"))
+    got = tay.archs_scale_worse(study(data), archs=("mos", "glu"), reference="switch",
+                                prior="upstream")
+    assert [s.scope for s in got][:2] == ["mos: upstream alpha_U",
+                                          "mos: listops alpha_D (upstream prior)"]
+    assert verdicts(got)[0] == HOLDS and "mos minus switch = -0.200" in got[0].measurement
+
+
+def test_combine():
+    assert combine([HOLDS, HOLDS], EVERY) == HOLDS
+    assert combine([HOLDS, NO_DATA], EVERY) == NO_DATA
+    assert combine([HOLDS, FAILS, NO_DATA], EVERY) == FAILS
+    assert combine([], EVERY) == NO_DATA
+    assert combine([FAILS, HOLDS], ANY) == HOLDS
+    assert combine([FAILS, NO_DATA], ANY) == FAILS
+    assert combine([NO_DATA], ANY) == NO_DATA
+    with pytest.raises(ValueError, match="accepted values: every, any"):
+        combine([HOLDS], "most")
+
+
+def test_the_study_reads_the_fits_x_axis():
+    fits = pd.DataFrame({"x_axis": ["params", "params", "upstream_loss"]})
+    assert Study.of(pd.DataFrame(), fits).x_axis == "params"
+    assert Study.of(pd.DataFrame(), pd.DataFrame()).x_axis == "compute"
 
 
 # --------------------------------------------------------------------------- Tay et al.
 
 
-def test_switch_highest_alpha_ud():
-    rows = [fit("alpha_UD", "transformer", 0.5, 0.4, 0.6),
-            fit("alpha_UD", "mixer", 0.3, 0.2, 0.4)]
-    holds = fits(rows + [fit("alpha_UD", "switch", 0.9, 0.8, 1.0)])
-    assert verdicts(tay.switch_transfers_best(holds)) == [HOLDS]
-    overlaps = fits(rows + [fit("alpha_UD", "switch", 0.6, 0.55, 0.7)])
-    (check,) = tay.switch_transfers_best(overlaps)
-    assert check.verdict == FAILS and "overlapping: transformer" in check.measurement
-    refused = fits(rows + [fit("alpha_UD", "switch", np.nan, np.nan, np.nan,
-                               status="not enough sizes: 2 < 3")])
-    assert verdicts(tay.switch_transfers_best(refused)) == [NO_DATA]
-    assert verdicts(tay.switch_transfers_best(fits(rows))) == [NO_DATA]  # no switch
+def test_vanilla_scales_best_upstream_on_the_difference_of_exponents():
+    holds = scaling(alpha_u={"transformer": 0.3, "glu": 0.2, "albert": 0.15},
+                    archs=("transformer", "glu", "albert"))
+    (scope,) = scopes("vanilla_scales_best_upstream", holds)
+    assert scope.verdict == HOLDS and "transformer above 2 of 2" in scope.measurement
+    assert "minus glu = 0.100" in scope.measurement
+    beaten = scaling(alpha_u={"transformer": 0.2, "glu": 0.3}, archs=("transformer", "glu"))
+    assert verdicts(scopes("vanilla_scales_best_upstream", beaten)) == [FAILS]
+    one_seed = holds[holds["seed"] == 0]  # one run per size: nothing to resample
+    (scope,) = scopes("vanilla_scales_best_upstream", one_seed)
+    assert scope.verdict == NO_DATA and "single run at" in scope.measurement
+    no_reference = holds[holds["arch"] != "transformer"]
+    assert verdicts(scopes("vanilla_scales_best_upstream", no_reference)) == [NO_DATA]
 
 
-def _ranking(small, large):
+def test_overlapping_intervals_can_still_differ_when_the_runs_are_paired():
+    """Issue 27, item 6: 0.30 against 0.27 with 5% noise shared by each (size,
+    seed): the two exponents' own intervals (the fit stage's fit_loglog)
+    overlap, which the interval-overlap rule read as no difference; the paired
+    difference's interval lies above 0."""
+    data = scaling(alpha_u={"transformer": 0.30, "albert": 0.27}, archs=("transformer", "albert"),
+                   noise=0.05)
+    up = data[data["stage"] == "upstream"]
+    fit = {a: fit_loglog(g["train_flops"], g["upstream_loss"], g["size"], n_boot=300)
+           for a, g in up.groupby("arch")}
+    assert fit["albert"].alpha_high > fit["transformer"].alpha_low  # they overlap
+    (scope,) = scopes("vanilla_scales_best_upstream", data)
+    assert scope.verdict == HOLDS and "minus albert = 0.030" in scope.measurement
+    # Unpaired (each architecture its own noise pattern) the same exponents are not
+    # told apart.
+    unpaired = scaling(alpha_u={"transformer": 0.30, "albert": 0.27},
+                       archs=("transformer", "albert"), noise=0.05, paired=False)
+    assert verdicts(scopes("vanilla_scales_best_upstream", unpaired)) == [FAILS]
+
+
+def test_performer_and_albert_scale_worse_in_every_scope():
+    worse = scaling(alpha_u={"transformer": 0.2, "performer": 0.1, "albert": 0.1},
+                    alpha_d={"transformer": 0.1, "performer": 0.05, "albert": 0.05},
+                    archs=("transformer", "performer", "albert"))
+    got = scopes("performer_albert_scale_poorly", worse)
+    assert [s.scope for s in got] == [
+        "performer: upstream alpha_U", "performer: listops alpha_D (upstream prior)",
+        "albert: upstream alpha_U", "albert: listops alpha_D (upstream prior)"]
+    assert verdicts(got) == [HOLDS] * 4
+    albert_fine = scaling(alpha_u={"transformer": 0.2, "performer": 0.1, "albert": 0.2},
+                          alpha_d={"transformer": 0.1, "performer": 0.05, "albert": 0.05},
+                          archs=("transformer", "performer", "albert"))
+    assert verdicts(scopes("performer_albert_scale_poorly", albert_fine)) == [
+        HOLDS, HOLDS, FAILS, HOLDS]
+    no_albert = worse[worse["arch"] != "albert"]
+    assert verdicts(scopes("performer_albert_scale_poorly", no_albert))[2:] == [NO_DATA] * 2
+
+
+def test_switch_has_the_highest_alpha_ud():
+    # alpha_U,D = alpha_D / alpha_U: switch 1.0, the others 0.5.
+    data = scaling(alpha_u={"switch": 0.1, "transformer": 0.1, "mixer": 0.1},
+                   alpha_d={"switch": 0.1, "transformer": 0.05, "mixer": 0.05},
+                   archs=("transformer", "switch", "mixer"))
+    (scope,) = scopes("switch_transfers_best", data)
+    assert scope.verdict == HOLDS and "switch alpha_U,D = 1.000" in scope.measurement
+    lower = scaling(alpha_u={"switch": 0.1, "transformer": 0.1},
+                    alpha_d={"switch": 0.05, "transformer": 0.1}, archs=("transformer", "switch"))
+    assert verdicts(scopes("switch_transfers_best", lower)) == [FAILS]
+    no_switch = data[data["arch"] != "switch"]
+    assert verdicts(scopes("switch_transfers_best", no_switch)) == [NO_DATA]
+
+
+def _at(small: dict, large: dict):
     return lambda arch, size, prior, protocol: (small if size == "xxs" else large)[arch]
 
 
-ARCHS3 = ("transformer", "switch", "mixer")
+ARCHS4 = ("transformer", "switch", "performer", "mixer")
 
 
-def test_best_architecture_changes_with_scale():
-    flipped = runs(_ranking({"transformer": 0.3, "switch": 0.4, "mixer": 0.5},
-                            {"transformer": 0.6, "switch": 0.5, "mixer": 0.4}),
-                   archs=ARCHS3, sizes=("xxs", "xs", "s"))
-    (check,) = tay.best_arch_changes_with_scale(flipped, **BOOT)
-    assert check.verdict == HOLDS
-    assert "rho(xxs, s) over 3 architectures = -1.000" in check.measurement
-    assert "best at xxs: mixer, at s: transformer" in check.measurement
-    assert "3 of 3 pairs cross" in check.measurement
-    same = runs(_ranking({"transformer": 0.3, "switch": 0.4, "mixer": 0.5},
-                         {"transformer": 0.4, "switch": 0.5, "mixer": 0.6}),
-                archs=ARCHS3, sizes=("xxs", "s"))
-    (check,) = tay.best_arch_changes_with_scale(same, **BOOT)
-    assert check.verdict == FAILS and "0 of 3 pairs cross: none" in check.measurement
-    one_seed = flipped[flipped["seed"] == 0]
-    assert verdicts(tay.best_arch_changes_with_scale(one_seed, **BOOT)) == [NO_DATA]
-    # Two protocols' runs collected together are ranked apart.
-    both = pd.concat([flipped, same.assign(protocol="width")])
-    checks = tay.best_arch_changes_with_scale(both, **BOOT)
-    assert [(c.scope, c.verdict) for c in checks] == [
+def test_best_architecture_changes_with_scale_when_each_leader_leads_its_size():
+    flipped = runs(_at({"transformer": 0.30, "switch": 0.40, "performer": 0.35, "mixer": 0.50},
+                       {"transformer": 0.60, "switch": 0.50, "performer": 0.45, "mixer": 0.40}),
+                   archs=ARCHS4)
+    (scope,) = scopes("best_arch_changes_with_scale", flipped)
+    assert scope.verdict == HOLDS
+    assert "best at xxs: mixer, at s: transformer" in scope.measurement
+    assert "mixer - transformer at xxs = 0.200" in scope.measurement
+    assert "pairs cross outside their intervals: transformer/switch" in scope.measurement
+
+
+def test_a_ranking_change_among_followers_with_the_leader_fixed_does_not_hold():
+    """Issue 27, item 1's counter-example (the tay_claims study): mixer leads at
+    both sizes while the followers swap places. Spearman's rho over the four is
+    0.2 here (the old rule held when its interval lay below 1)."""
+    from scipy.stats import spearmanr
+
+    small = {"transformer": 0.30, "switch": 0.31, "performer": 0.32, "mixer": 0.50}
+    large = {"transformer": 0.32, "switch": 0.31, "performer": 0.30, "mixer": 0.50}
+    assert spearmanr(list(small.values()), list(large.values())).statistic == pytest.approx(0.2)
+    fixed = runs(_at(small, large), archs=ARCHS4)
+    (scope,) = scopes("best_arch_changes_with_scale", fixed)
+    assert scope.verdict == FAILS
+    assert "best at xxs: mixer, at s: mixer" in scope.measurement
+
+
+def test_leaders_within_the_noise_of_each_other_do_not_hold():
+    """The leaders differ by 0.01 at each size, with +-0.02 between seeds."""
+    tied = runs(_at({"transformer": 0.49, "switch": 0.50, "performer": 0.3, "mixer": 0.3},
+                    {"transformer": 0.50, "switch": 0.49, "performer": 0.3, "mixer": 0.3}),
+                archs=ARCHS4, spread=0.02)
+    (scope,) = scopes("best_arch_changes_with_scale", tied)
+    assert scope.verdict == FAILS and "best at xxs: switch, at s: transformer" in \
+        scope.measurement
+
+
+def test_best_architecture_changes_judges_several_scopes_at_the_bonferroni_level():
+    acc = _at({"transformer": 0.30, "switch": 0.40, "performer": 0.35, "mixer": 0.50},
+              {"transformer": 0.60, "switch": 0.50, "performer": 0.45, "mixer": 0.40})
+    both = pd.concat([runs(acc, archs=ARCHS4),
+                      runs(lambda *_: 0.4, archs=ARCHS4).assign(protocol="width")])
+    got = scopes("best_arch_changes_with_scale", both)
+    assert [(s.scope, s.verdict) for s in got] == [
         ("listops / random / default protocol", HOLDS),
         ("listops / random / width protocol", FAILS)]
-    two_archs = flipped[flipped["arch"] != "mixer"]
-    assert verdicts(tay.best_arch_changes_with_scale(two_archs, **BOOT)) == [NO_DATA]
+    assert "one-sided 0.0125, 2 scope(s)" in got[0].measurement
+    checks = evaluate(both, pd.DataFrame(), n_boot=50)
+    row = checks[checks["claim"] == CLAIMS["best_arch_changes_with_scale"].text].iloc[0]
+    assert row["claim_verdict"] == HOLDS  # some scope holds
+    one_seed = both[both["seed"] == 0]
+    assert set(verdicts(scopes("best_arch_changes_with_scale", one_seed))) == {NO_DATA}
 
 
 def _protocols(depth_gain):
@@ -112,114 +211,169 @@ def _protocols(depth_gain):
 def test_depth_scaling_beats_width_scaling():
     both = ("depth", "width")
     holds = runs(_protocols(0.05), archs=("transformer", "lconv"), protocols=both)
-    checks = tay.depth_beats_width(holds, **BOOT)
-    assert [c.scope for c in checks] == ["listops / transformer / random",
-                                         "listops / lconv / random"]
-    assert verdicts(checks) == [HOLDS, HOLDS]
-    # The anchor size builds one shape under both protocols and is left out.
-    assert "over sizes xxs, s" in checks[0].measurement
-    fails = runs(_protocols(-0.05), protocols=both)
-    assert verdicts(tay.depth_beats_width(fails, **BOOT)) == [FAILS]
-    only_depth = runs(_protocols(0.05), protocols=("depth",))
-    (check,) = tay.depth_beats_width(only_depth, **BOOT)
-    assert check.verdict == NO_DATA and "no runs of the width protocol" in check.measurement
-    other_arch = runs(_protocols(0.05), archs=("switch",), protocols=both)
-    assert verdicts(tay.depth_beats_width(other_arch, **BOOT)) == [NO_DATA]
+    got = scopes("depth_beats_width", holds)
+    assert [s.scope for s in got] == ["listops / transformer / random",
+                                      "listops / lconv / random"]
+    assert verdicts(got) == [HOLDS, HOLDS]
+    assert "over sizes xxs, s" in got[0].measurement  # the anchor xs is left out
+    assert verdicts(scopes("depth_beats_width", runs(_protocols(-0.05), protocols=both))) == [
+        FAILS]
+    (scope,) = scopes("depth_beats_width", runs(_protocols(0.05), protocols=("depth",)))
+    assert scope.verdict == NO_DATA and "no runs of the width protocol" in scope.measurement
+    other = runs(_protocols(0.05), archs=("switch",), protocols=both)
+    assert verdicts(scopes("depth_beats_width", other)) == [NO_DATA]
 
 
-def _variants(glu, mos):
-    tf = [fit("alpha_U", "transformer", 0.2, 0.15, 0.25),
-          fit("alpha_D", "transformer", 0.1, 0.05, 0.15)]
-    return fits(tf + [fit("alpha_U", "glu", glu, glu - 0.1, glu + 0.1),
-                      fit("alpha_D", "glu", glu / 2, 0.0, 1.0),
-                      fit("alpha_U", "mos", mos, mos - 0.1, mos + 0.1),
-                      fit("alpha_D", "mos", mos / 2, 0.0, 1.0)])
+def test_glu_and_mos_scale_like_the_transformer_by_an_equivalence_rule():
+    same = scaling(alpha_u={"transformer": 0.2, "glu": 0.2, "mos": 0.2},
+                   alpha_d={"transformer": 0.1, "glu": 0.1, "mos": 0.1},
+                   archs=("transformer", "glu", "mos"), noise=0.002)
+    got = scopes("minimal_variants_scale_like_transformer", same)
+    assert verdicts(got) == [HOLDS] * 4
+    assert "margin +-0.050 (25% of transformer's 0.200): the interval lies within it" in \
+        got[0].measurement
+    steeper = scaling(alpha_u={"transformer": 0.2, "glu": 0.3, "mos": 0.2},
+                      alpha_d={"transformer": 0.1, "glu": 0.1, "mos": 0.1},
+                      archs=("transformer", "glu", "mos"), noise=0.002)
+    assert verdicts(scopes("minimal_variants_scale_like_transformer", steeper))[0] == FAILS
 
 
-def test_minimal_variants_scale_like_the_transformer():
-    checks = tay.minimal_variants_scale_like_transformer(_variants(0.22, 0.18))
-    assert [c.scope for c in checks] == [
-        "glu: upstream alpha_U", "glu: listops alpha_D (upstream prior)",
-        "mos: upstream alpha_U", "mos: listops alpha_D (upstream prior)"]
-    assert verdicts(checks) == [HOLDS] * 4
-    checks = tay.minimal_variants_scale_like_transformer(_variants(0.4, 0.18))
-    assert verdicts(checks) == [FAILS, FAILS, HOLDS, HOLDS]
-    no_transformer = _variants(0.22, 0.18).query("arch != 'transformer'")
-    assert set(verdicts(tay.minimal_variants_scale_like_transformer(no_transformer))) == {
-        NO_DATA}
+def test_equivalence_inside_a_wide_interval_is_not_enough_data():
+    """Issue 27, item 2's counter-example: the same exponent with 10% noise. The
+    variant's estimate lies inside the transformer's (wide) interval, which the
+    old rule called holds; the difference's interval is wider than the +-25% band."""
+    wide = scaling(alpha_u={"transformer": 0.2, "glu": 0.2}, archs=("transformer", "glu"),
+                   noise=0.1, paired=False)
+    up = wide[wide["stage"] == "upstream"]
+    fit = {a: fit_loglog(g["train_flops"], g["upstream_loss"], g["size"], n_boot=300)
+           for a, g in up.groupby("arch")}
+    assert fit["transformer"].alpha_low < fit["glu"].alpha < fit["transformer"].alpha_high
+    scope = scopes("minimal_variants_scale_like_transformer", wide)[0]
+    assert scope.verdict == NO_DATA and "wider than the margin" in scope.measurement
 
 
-def test_mixer_performer_albert_scale_flat_or_negatively_downstream():
-    flat = fits([fit("alpha_D", "mixer", 0.01, -0.02, 0.04),
-                 fit("alpha_D", "performer", -0.05, -0.08, -0.02),
-                 fit("alpha_D", "albert", 0.2, 0.1, 0.3)])
-    assert verdicts(tay.flat_or_negative_downstream(flat)) == [HOLDS, HOLDS, FAILS]
-    with_reference = fits([fit("alpha_D", "mixer", 0.01, -0.02, 0.04),
-                           fit("alpha_D", "transformer", 0.1, 0.05, 0.15)])
-    mixer, performer, albert = tay.flat_or_negative_downstream(with_reference)
-    assert mixer.measurement.endswith("(transformer: 0.100 [0.050, 0.150])")
-    assert (performer.verdict, performer.measurement) == (NO_DATA, "no runs")
-    scratch_only = flat.assign(prior="random")  # Tay et al.'s downstream is finetuned
-    (check,) = tay.flat_or_negative_downstream(scratch_only)
-    assert check.verdict == NO_DATA
-    no_interval = flat.assign(alpha_low=np.nan, alpha_high=np.nan)
-    assert verdicts(tay.flat_or_negative_downstream(no_interval)) == [NO_DATA] * 3
+def test_flat_or_negative_downstream_against_a_transformer_that_scales():
+    flat = scaling(alpha_d={"transformer": 0.1, "mixer": 0.0, "performer": -0.02,
+                            "albert": 0.1}, archs=("transformer", "mixer", "performer", "albert"),
+                   noise=0.01)
+    assert verdicts(scopes("flat_or_negative_downstream", flat)) == [HOLDS, HOLDS, FAILS]
+    # One seed: no interval.
+    one = flat[flat["seed"] == 0]
+    assert set(verdicts(scopes("flat_or_negative_downstream", one))) == {NO_DATA}
+
+
+def test_flat_when_the_transformer_is_flat_too_does_not_hold():
+    """Issue 27, item 3's counter-example: mixer's alpha_D interval reaches 0, as
+    the old rule required, but so does the transformer's: nothing is shown."""
+    both_flat = scaling(alpha_d={"transformer": 0.0, "mixer": 0.0},
+                        archs=("transformer", "mixer"), noise=0.01)
+    scope = scopes("flat_or_negative_downstream", both_flat)[0]
+    assert scope.verdict == FAILS and "transformer does not scale here" in scope.measurement
 
 
 # --------------------------------------------------------------------------- Amos et al.
 
 
+def _gap(first, second, gap_random, gap_spt):
+    def acc(arch, size, prior, protocol):
+        base = 0.5 if prior == "random" else 0.6
+        return base + ((gap_random if prior == "random" else gap_spt) if arch == first else 0)
+    return runs(acc, archs=(first, second), priors=("random", "spt"))
+
+
+@pytest.mark.parametrize("claim, first, second", [
+    ("spt_closes_s4_gap", "s4", "transformer"),
+    ("structure_redundant_under_spt", "s4", "dlr")])
+def test_spt_closes_most_of_a_gap(claim, first, second):
+    (scope,) = scopes(claim, _gap(first, second, 0.10, 0.0))
+    assert scope.verdict == HOLDS and "closed by 0.100 (100% of the random gap)" in \
+        scope.measurement
+    assert verdicts(scopes(claim, _gap(first, second, 0.10, 0.03))) == [HOLDS]  # 70% closed
+    assert verdicts(scopes(claim, _gap(first, second, 0.10, 0.10))) == [FAILS]  # none closed
+    one_prior = _gap(first, second, 0.10, 0.0).query("prior == 'random'")
+    assert verdicts(scopes(claim, one_prior)) == [NO_DATA]
+
+
+@pytest.mark.parametrize("claim, first, second", [
+    ("spt_closes_s4_gap", "s4", "transformer"),
+    ("structure_redundant_under_spt", "s4", "dlr")])
+def test_a_partly_closed_gap_does_not_hold(claim, first, second):
+    """Issue 27, item 5's counter-example: 0.10 -> 0.07 (30% closed). The old
+    rule's "reduction above 0" held; most of the gap is not closed."""
+    (scope,) = scopes(claim, _gap(first, second, 0.10, 0.07))
+    assert scope.verdict == FAILS and "(30% of the random gap)" in scope.measurement
+
+
+@pytest.mark.parametrize("claim, first, second", [
+    ("spt_closes_s4_gap", "s4", "transformer"),
+    ("structure_redundant_under_spt", "s4", "dlr")])
+def test_a_widening_gap_in_the_other_direction_does_not_hold(claim, first, second):
+    """Issue 27, item 4's counter-example: structured S4 behind the unstructured
+    model under both priors, the gap widening from -0.01 to -0.05: the old
+    "reduction" (+0.04) lay above 0 and the claim held."""
+    (scope,) = scopes(claim, _gap(first, second, -0.01, -0.05))
+    assert scope.verdict == FAILS and "no gap under random to close" in scope.measurement
+
+
 def _spt(gain):
-    """Accuracy 0.4, plus gain(size) under spt."""
     return lambda arch, size, prior, protocol: 0.4 + (gain(size) if prior == "spt" else 0)
+
+
+def test_spt_beats_the_compute_matched_control():
+    def acc(arch, size, prior, protocol):
+        return {"spt": 0.45, "scratch_matched": 0.40}[prior]
+
+    data = runs(acc, archs=("transformer", "s4"), priors=("spt", "scratch_matched"))
+    assert verdicts(scopes("spt_beats_matched", data)) == [HOLDS, HOLDS]
+    worse = runs(lambda *a: 0.4 if a[2] == "spt" else 0.45, priors=("spt", "scratch_matched"))
+    assert verdicts(scopes("spt_beats_matched", worse)) == [FAILS]
+    assert verdicts(scopes("spt_beats_matched", data[data["seed"] == 0])) == [NO_DATA] * 2
 
 
 def test_spt_beats_random_at_every_size():
     priors = ("random", "spt")
     holds = runs(_spt(lambda s: 0.05), priors=priors)
-    (check,) = amos.spt_beats_random_every_size(holds, **BOOT)
-    assert check.verdict == HOLDS and check.measurement.count("0.050") == 3
+    (scope,) = scopes("spt_beats_random_every_size", holds)
+    assert scope.verdict == HOLDS and scope.measurement.count("0.050") == 3
     one_size_worse = runs(_spt(lambda s: -0.05 if s == "s" else 0.05), priors=priors)
-    assert verdicts(amos.spt_beats_random_every_size(one_size_worse, **BOOT)) == [FAILS]
-    one_seed = holds[holds["seed"] == 0]
-    assert verdicts(amos.spt_beats_random_every_size(one_seed, **BOOT)) == [NO_DATA]
-    no_random = holds[holds["prior"] == "spt"]
-    assert verdicts(amos.spt_beats_random_every_size(no_random, **BOOT)) == [NO_DATA]
+    assert verdicts(scopes("spt_beats_random_every_size", one_size_worse)) == [FAILS]
+    assert verdicts(scopes("spt_beats_random_every_size", holds[holds["seed"] == 0])) == [
+        NO_DATA]
 
 
-def _structure(gap_random, gap_spt):
-    def acc(arch, size, prior, protocol):
-        gap = gap_random if prior == "random" else gap_spt
-        return 0.4 + (gap if arch == "s4" else 0.0)
-    return runs(acc, archs=("s4", "s4_unstructured"), priors=("random", "spt"))
-
-
-def test_structured_s4_is_mostly_redundant_under_spt():
-    (check,) = amos.structure_redundant_under_spt(_structure(0.10, 0.01), **BOOT)
-    assert check.verdict == HOLDS and "reduction = 0.090" in check.measurement
-    (check,) = amos.structure_redundant_under_spt(_structure(0.10, 0.10), **BOOT)
-    assert check.verdict == FAILS
-    only_s4 = _structure(0.10, 0.01).query("arch == 's4'")
-    assert verdicts(amos.structure_redundant_under_spt(only_s4, **BOOT)) == [NO_DATA]
-
-
-def _objectives(masked_gain, causal_gain):
-    gain = {"spt": masked_gain, "spt_causal": causal_gain}
-    return runs(lambda arch, size, prior, protocol: 0.4 + gain.get(prior, 0.0),
+def _objectives(archs, gains):
+    return runs(lambda arch, size, prior, protocol: 0.4 + gains.get(prior, 0.0), archs=archs,
                 priors=("random", "random_causal", "spt", "spt_causal"))
 
 
-def test_spt_works_with_both_objectives():
-    checks = amos.spt_works_with_both_objectives(_objectives(0.05, 0.03), **BOOT)
-    assert [c.scope for c in checks] == [
-        "listops / transformer / masked (next token if train.causal)",
-        "listops / transformer / next token (causal backbone)"]
-    assert verdicts(checks) == [HOLDS, HOLDS]
-    checks = amos.spt_works_with_both_objectives(_objectives(0.05, -0.03), **BOOT)
-    assert verdicts(checks) == [HOLDS, FAILS]
-    masked_only = _objectives(0.05, 0.03).query("prior in ['random', 'spt']")
-    checks = amos.spt_works_with_both_objectives(masked_only, **BOOT)
-    assert verdicts(checks) == [HOLDS, NO_DATA]
+def test_each_spt_objective_is_compared_with_the_control_that_finetunes_as_it_does():
+    """spt_causal pretrains causally and finetunes as the study does: the
+    transformer bidirectionally (its control: random), an SSM causally (its
+    control: random_causal), as the records' causal flags say."""
+    gains = {"spt": 0.05, "spt_causal": 0.03, "random_causal": 0.06}
+    data = _objectives(("transformer", "s4"), gains)
+    tuned = data[data["prior"] == "spt_causal"].groupby("arch")["causal"].first()
+    assert tuned.to_dict() == {"s4": True, "transformer": False}
+    got = scopes("spt_works_with_both_objectives", data)
+    assert [(s.scope, s.verdict) for s in got] == [
+        ("listops / transformer / masked", HOLDS), ("listops / transformer / next token", HOLDS),
+        ("listops / s4 / masked", HOLDS), ("listops / s4 / next token", FAILS)]
+    assert "spt_causal - random =" in got[1].measurement
+    assert "spt_causal - random_causal =" in got[3].measurement
+    masked_only = data[data["prior"].isin(["random", "spt"])]
+    assert verdicts(scopes("spt_works_with_both_objectives", masked_only)) == [
+        HOLDS, NO_DATA, HOLDS, NO_DATA]
+
+
+def test_records_before_the_causal_flags_fall_back_on_the_priors():
+    """Records without causal / pretrain_causal (the committed caches): spt and
+    random share the study's train.causal; spt's objective is masked unless
+    train.causal."""
+    old = _objectives(("transformer",), {"spt": 0.05}).assign(causal=None, pretrain_causal=None)
+    old = old[old["prior"].isin(["random", "spt"])]
+    (masked, causal) = scopes("spt_works_with_both_objectives", old)
+    assert masked.scope == "listops / transformer / masked (next token if train.causal)"
+    assert masked.verdict == HOLDS and causal.verdict == NO_DATA
 
 
 # --------------------------------------------------------------------------- Xu et al.
@@ -227,7 +381,7 @@ def test_spt_works_with_both_objectives():
 
 def _deep(dt_rise, std_rise, std_deepest="ok"):
     """Depth protocol (depths 1, 2, 8 at width 32): accuracy 0.4 at depth 1,
-    rising linearly in log depth by dt_rise / std_rise up to depth 8."""
+    rising by dt_rise / std_rise up to depth 8."""
     def acc(arch, size, prior, protocol):
         step = {"xxs": 0.0, "xs": 1 / 3, "s": 1.0}[size]
         return 0.4 + step * (dt_rise if prior == "dtfixup" else std_rise)
@@ -239,56 +393,80 @@ def _deep(dt_rise, std_rise, std_deepest="ok"):
 
 
 def test_dtfixup_deeper_is_better_and_the_standard_recipe_is_not():
-    (check,) = xu.dtfixup_deeper_is_better(_deep(0.1, 0.0, "diverged"), **BOOT)
-    assert check.verdict == HOLDS
-    assert check.measurement.startswith("width 32, depth 1 -> 8: dtfixup rise = 0.100")
-    assert "standard: all 2 runs at depth 8 diverged or failed" in check.measurement
-    assert verdicts(xu.dtfixup_deeper_is_better(_deep(0.1, -0.1), **BOOT)) == [HOLDS]
-    # The standard recipe trains and improves too: not shown.
-    assert verdicts(xu.dtfixup_deeper_is_better(_deep(0.1, 0.1), **BOOT)) == [FAILS]
-    # DT-Fixup does not improve with depth.
-    assert verdicts(xu.dtfixup_deeper_is_better(_deep(-0.1, -0.2), **BOOT)) == [FAILS]
+    (scope,) = scopes("dtfixup_deeper_is_better", _deep(0.1, 0.0, "diverged"))
+    assert scope.verdict == HOLDS
+    assert scope.measurement.startswith("width 32, depth 1 -> 8: dtfixup rise = 0.100")
+    assert "standard: all 2 runs at depth 8 diverged or failed" in scope.measurement
+    assert verdicts(scopes("dtfixup_deeper_is_better", _deep(0.1, -0.1))) == [HOLDS]
+    assert verdicts(scopes("dtfixup_deeper_is_better", _deep(0.1, 0.1))) == [FAILS]
+    assert verdicts(scopes("dtfixup_deeper_is_better", _deep(-0.1, -0.2))) == [FAILS]
     one_depth = _deep(0.1, -0.1).query("size == 's'")
-    assert verdicts(xu.dtfixup_deeper_is_better(one_depth, **BOOT)) == [NO_DATA]
+    assert verdicts(scopes("dtfixup_deeper_is_better", one_depth)) == [NO_DATA]
     one_seed = _deep(0.1, -0.1).query("seed == 0")
-    assert verdicts(xu.dtfixup_deeper_is_better(one_seed, **BOOT)) == [NO_DATA]
+    assert verdicts(scopes("dtfixup_deeper_is_better", one_seed)) == [NO_DATA]
 
 
-@pytest.mark.parametrize("n_boot", [0, 200])
-def test_mean_difference_interval(n_boot):
-    d = stats.mean_difference([0.5, 0.6], [0.3, 0.3], n_boot=n_boot)
-    assert d["estimate"] == pytest.approx(0.25)
-    if n_boot:
-        assert 0.2 <= d["low"] <= d["high"] <= 0.3 and d["status"] == "ok"
-    else:
-        assert np.isnan(d["low"]) and d["status"].startswith("no interval")
-    assert stats.mean_difference([0.5], [0.3], n_boot=n_boot)["status"].startswith(
-        "no interval")
+def test_dtfixup_trains_deep_where_the_standard_recipe_fails():
+    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.1, 0.0, "diverged"))) == [HOLDS]
+    # Both train: accuracy at the deepest depth decides (0.5 against 0.4).
+    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.1, 0.0))) == [HOLDS]
+    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.0, 0.0))) == [FAILS]
+    pre_ln = _deep(0.1, 0.0).assign(norm="pre")  # no LayerNorm-free standard runs
+    assert verdicts(scopes("dtfixup_trains_deep", pre_ln)) == [NO_DATA]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_welch_interval_against_scipy():
+    """contrast and mean_difference: Welch's interval, scipy's t-test as the oracle
+    (the interval excludes 0 exactly when the two-sided p-value is below 5%)."""
+    from scipy.stats import ttest_ind
+
+    from scalestudy.analysis.claims.stats import mean_difference
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = rng.normal(0.5, 0.05, 3), rng.normal(0.45, 0.05, 4)
+        d = mean_difference(a, b)
+        p = ttest_ind(a, b, equal_var=False).pvalue
+        assert d["estimate"] == pytest.approx(a.mean() - b.mean())
+        assert (d["low"] > 0 or d["high"] < 0) == (p < 0.05)
+        r = ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+        assert (d["low"], d["high"]) == pytest.approx((r.low, r.high))
+    assert mean_difference([0.5], [0.3])["status"].startswith("no interval")
+
+
+# --------------------------------------------------------------------------- claims.md
+
+
+def test_claims_md_gives_each_claim_one_verdict_and_its_scopes():
+    data = _gap("s4", "transformer", 0.10, 0.0)
+    checks = evaluate(data, pd.DataFrame(), n_boot=50)
+    text = report.claims_markdown(checks, "synthetic", 0.95, data)
+    summary = text.split("## Summary")[1].split("\n## ")[0]
+    assert "| SPT closes most of the Transformer-S4 gap | holds | 1 / 0 / 0 |" in summary
+    assert text.count("- Verdict: **") == 14
+    assert "the claim holds when every scope holds, does not hold when some scope" in text
+
+
+def test_claims_md_says_whether_the_intervals_hold_the_pretraining_variance():
+    data = _gap("s4", "transformer", 0.10, 0.0)
+    per_seed = "\n".join(report.pretraining_markdown(data))
+    assert "its own pretraining run (pretrain.seeds: per_seed)" in per_seed
+    shared = "\n".join(report.pretraining_markdown(data.assign(
+        pretrain_seed=data["pretrain_seed"].where(data["pretrain_seed"].isna(), 0))))
+    assert "share one pretraining run" in shared and "leave out" in shared
+    old = "\n".join(report.pretraining_markdown(data.assign(pretrain_seed=None)))
+    assert "do not say which pretraining run" in old
 
 
 def test_runs_section_names_the_runs_that_stopped_at_their_cap_not_their_plateau():
-    study = runs(lambda *_: 0.4).assign(steps=500, stopped_by="plateau", diverged_step=None,
-                                        error="")
-    study.loc[3, ["stopped_by", "steps"]] = ("max_steps", 2000)
-    text = "\n".join(report.runs_markdown(study))
+    data = runs(lambda *_: 0.4).assign(steps=500, stopped_by="plateau", diverged_step=None,
+                                       error="")
+    data.loc[3, ["stopped_by", "steps"]] = ("max_steps", 2000)
+    text = "\n".join(report.runs_markdown(data))
     assert "5 of 6 ok runs stopped at their validation loss's plateau" in text
     assert "1 reached their max_steps cap first and may not have converged:" in text
-    row = study.loc[3]
-    assert f"| {row['arch']} | {row['size']} | {row['prior']} | {row['seed']} | 2000 |" in text
-    # A study whose runs all trained max_steps says nothing of plateaus.
-    fixed = "\n".join(report.runs_markdown(study.assign(stopped_by="max_steps")))
+    fixed = "\n".join(report.runs_markdown(data.assign(stopped_by="max_steps")))
     assert "plateau" not in fixed and "6 ok" in fixed
-
-
-def test_spearman_is_scipys_per_row_and_nan_for_a_constant_row():
-    from scipy.stats import spearmanr
-
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(50, 6)), rng.normal(size=(50, 6))
-    x[3, :2] = x[3, 2]  # ties get average ranks
-    rows = stats.spearman(x, y)
-    assert rows.shape == (50,)
-    assert np.allclose(rows, [spearmanr(a, b).statistic for a, b in zip(x, y, strict=True)])
-    assert stats.spearman(x[7], y[7]) == pytest.approx(spearmanr(x[7], y[7]).statistic)
-    x[9] = 1.0
-    assert np.isnan(stats.spearman(x, y)[9]) and np.isnan(stats.spearman(x[9], y[9]))

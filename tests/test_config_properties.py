@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.priors import PRIORS
-from scalestudy.study import GIB, ConfigError, validate
+from scalestudy.study import GIB, ConfigError, specs, validate
 from scalestudy.study.costs import training_memory
-from scalestudy.study.grid import task_grid
+from scalestudy.study.grid import cells as grid_cells
+from scalestudy.study.grid import pretrain_cells, task_grid
 from scalestudy.study.ladder import SIZES
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.tasks import TASKS, task_config, upstream
@@ -77,34 +78,17 @@ def mutated_configs(draw):
 
 def job_specs(config):
     """Build what every job of the study parses: its task, upstream, run and
-    pretraining specs (as common.smk's run_spec and pretrain_spec do)."""
-    grid = config["grid"]
-    for task in grid["tasks"]:
-        task_config(task, config["tasks"][task])
+    pretraining specs, from the study's cells by the builders the Snakefile
+    uses (scalestudy.study)."""
+    for task in config["grid"]["tasks"]:
+        task_config(task, config["tasks"].get(task, {}))
     upstream.config_from(config["upstream"])
-    for task in grid["tasks"]:
-        for arch in grid["archs"]:
-            for size in grid["sizes"]:
-                for prior in grid["priors"]:
-                    for seed in grid["seeds"]:
-                        RunSpec.from_dict(json.loads(json.dumps({
-                            "study": config["study"], "task": task, "arch": arch,
-                            "size": size, "prior": prior, "seed": seed,
-                            "task_config": config["tasks"][task], "train": config["train"],
-                            "trainer": config["trainer"]})))
-                stages = {PRIORS[p].needs for p in grid["priors"]} - {None}
-                schedule = {k: config["pretrain"][k] for k in
-                            ("max_steps", "until", "batch_size", "lr", "warmup_steps",
-                             "val_every")}
-                for kind in stages:
-                    PretrainSpec.from_dict({
-                        "study": config["study"], "kind": kind,
-                        "corpus": task if kind == "spt" else "upstream",
-                        "corpus_config": config["tasks"][task] if kind == "spt"
-                        else config["upstream"],
-                        "arch": arch, "size": size, "seed": config["pretrain"]["seed"],
-                        "span": config["pretrain"]["span"],
-                        "train": {**config["train"], **schedule}, "trainer": config["trainer"]})
+    for cell in grid_cells(config["grid"]):
+        RunSpec.from_dict(json.loads(specs.as_json(specs.run_spec(
+            config, cell.task, cell.arch, cell.size, cell.prior, cell.seed))))
+    for p in pretrain_cells(config["grid"]):
+        PretrainSpec.from_dict(json.loads(specs.as_json(specs.pretrain_spec(
+            config, p.stage, p.task, p.arch, p.size))))
 
 
 TOP = {"config", *DEFAULT, "colour", "epochs", "extra"}

@@ -90,21 +90,24 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     preset over the default study; a task's grid.per_task sub-grid replaces the
     grid's values for it): one train job per cell, one pretraining per stage on
     the task's data (spt, spt_causal) x task x arch x size, one per stage on the
-    upstream corpus x arch x size."""
+    upstream corpus x arch x size; each of those once per finetuning seed with
+    pretrain.seeds: per_seed."""
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
     grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
+    per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
     train = on_task = 0
     upstream = set()
     for task in grid["tasks"]:
         sub = task_grid(grid, task)
         stages = {PRIORS[prior].needs for prior in sub["priors"]} - {None}
         cells = len(sub["archs"]) * len(sub["sizes"])
+        seeds = sub["seeds"] if per_seed else [None]
         train += cells * len(sub["priors"]) * len(sub["seeds"])
-        on_task += cells * sum(STAGES[s].on_task for s in stages)
-        upstream |= {(s, arch, size) for s in stages if not STAGES[s].on_task
-                     for arch in sub["archs"] for size in sub["sizes"]}
+        on_task += cells * sum(STAGES[s].on_task for s in stages) * len(seeds)
+        upstream |= {(s, arch, size, seed) for s in stages if not STAGES[s].on_task
+                     for arch in sub["archs"] for size in sub["sizes"] for seed in seeds}
     return {"train": train, "pretrain_task": on_task, "pretrain_upstream": len(upstream)}
 
 
@@ -200,7 +203,9 @@ def test_defaults_live_in_one_place_the_default_study():
     with_default = [key for key, sub in keys.items() if "default" in sub]
     assert not with_default, (
         f"config/config.yaml holds the defaults, not the schema: {with_default}")
-    assert stated_keys(DEFAULT_STUDY) == set(keys)
+    listed = set(DEFAULT_STUDY["tasks"])  # a task config/config.yaml does not list is optional
+    assert stated_keys(DEFAULT_STUDY) == {
+        key for key in keys if not (key.startswith("tasks.") and key.split(".")[1] not in listed)}
     for key, sub in [("", SCHEMA), *keys.items()]:
         if "properties" in sub and not key.startswith("tasks"):
             assert sorted(sub.get("required", [])) == sorted(sub["properties"]), key or "top"
@@ -219,10 +224,11 @@ def test_the_run_dataclasses_default_to_the_default_study():
     default study's values: config/config.yaml stays the one source."""
     import dataclasses
 
-    from scalestudy.study.specs import TrainConfig, TrainerConfig
+    from scalestudy.study.specs import TrainConfig, TrainerConfig, hardware
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     assert dataclasses.asdict(TrainConfig()) == config["train"]
     trainer = dataclasses.asdict(TrainerConfig())
     # threads: 0 means torch's default outside a workflow, which pins 1 per job.
-    assert {**trainer, "threads": config["trainer"]["threads"]} == config["trainer"]
+    # loggers: the jobs' trackers, not part of a spec (specs.hardware).
+    assert {**trainer, "threads": config["trainer"]["threads"]} == hardware(config)

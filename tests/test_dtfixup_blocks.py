@@ -34,7 +34,7 @@ def stack_input(model, tokens: torch.Tensor) -> torch.Tensor:
     """What the first residual block receives, computed from the parameters."""
     cfg = model.cfg
     t = torch.arange(tokens.shape[1])
-    if cfg.arch in ("mixer", "s4", "s4_unstructured"):  # a bare token table, no positions
+    if cfg.arch in ("mixer", "s4", "dlr", "s4_random_a"):  # a bare token table, no positions
         return model.embed.weight[tokens]
     if cfg.arch == "albert":  # E-wide tables, (no LayerNorm under norm none), then E -> D
         lookup = model.embed.lookup

@@ -36,6 +36,7 @@ N = B * T
 GOLDEN = {
     "albert": {"xxs": 2_101_248, "xs": 7_815_168},
     "dconv": {"xxs": 1_815_552, "xs": 7_170_048},
+    "dlr": {"xxs": 1_754_112, "xs": 6_555_648},
     "evolved": {"xxs": 1_898_496, "xs": 6_967_296},
     "funnel": {"xxs": 1_373_184, "xs": 5_078_016},
     "glu": {"xxs": 1_990_656, "xs": 7_815_168},
@@ -44,7 +45,7 @@ GOLDEN = {
     "mos": {"xxs": 2_064_384, "xs": 7_667_712},
     "performer": {"xxs": 2_279_424, "xs": 9_831_936},
     "s4": {"xxs": 1_606_656, "xs": 5_965_824},
-    "s4_unstructured": {"xxs": 1_606_656, "xs": 5_965_824},
+    "s4_random_a": {"xxs": 1_606_656, "xs": 5_965_824},
     "switch": {"xxs": 1_671_168, "xs": 6_168_576},
     "transformer": {"xxs": 2_064_384, "xs": 7_667_712},
     "universal": {"xxs": 2_064_384, "xs": 7_667_712},
@@ -133,10 +134,11 @@ def analytic(arch: str, model) -> int:
             total += (8 * N * d * d + attention(T, T, d) + 2 * N * d * experts
                       + 4 * kept * d * f)
         return 3 * total
-    if arch in ("s4", "s4_unstructured"):
+    if arch in ("s4", "s4_random_a", "dlr"):  # S4D, or the DLR's einsum over shared modes
         modes, channels = cfg.extra["d_state"] // 2, 2  # bidirectional: two kernels
         dense = 3 * depth * (4 * N * d * d + 4 * N * d * f)  # output D -> 2D (GLU), FFN
-        # The kernel: einsum over [channels, D, N/2] x [D, N/2, T], forward and 2 x back.
+        # The kernel: einsum over [channels, D, N/2] x [D, N/2, T] (DLR's: x [N/2, T],
+        # its modes shared by the channels), forward and 2 x back.
         kernel = 3 * depth * 2 * channels * d * modes * T
         # rfft(u), rfft(K), irfft(y): each forward r2c or c2r costs fft(rows); torch's
         # backward of an r2c is a full complex c2c (2 x) and of a c2r an r2c (1 x).

@@ -66,7 +66,7 @@ def test_the_schema_accepts_the_registries_names():
     from scalestudy.tasks import TASKS
 
     text = (Path(__file__).parents[1] / "config/schema.yaml").read_text()
-    assert "s4_unstructured" not in text and "scratch_matched]" not in text
+    assert "s4_random_a" not in text and "dlr" not in text and "scratch_matched]" not in text
     grid = load_schema(str(SCHEMA_PATH))["properties"]["grid"]["properties"]
     assert tuple(grid["archs"]["items"]["enum"]) == tuple(REGISTRY)
     assert tuple(grid["priors"]["items"]["enum"]) == tuple(PRIORS)

@@ -292,9 +292,9 @@ def test_dtfixup_update_is_flat_in_depth_and_xavier_is_not():
 
 
 def test_mask_ratios_are_the_papers():
-    assert {name: task.mask_ratio for name, task in TASKS.items()} == {
+    assert {name: task.mask_ratio for name, task in TASKS.items()}.items() >= {
         "listops": 0.10, "text": 0.15, "retrieval": 0.15, "image": 0.50, "pathfinder": 0.50,
-        "pathx": 0.50}
+        "pathx": 0.50}.items()
 
 
 @pytest.mark.parametrize("span", [None, 3.0])

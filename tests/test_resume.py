@@ -1,5 +1,5 @@
 """A killed run resumes from its newest checkpoint and ends in the record an
-uninterrupted run writes (scalestudy.resume).
+uninterrupted run writes (training/resume.py).
 
 The kills are real signals sent by the run to itself at a chosen step: SIGTERM
 and SLURM's USR1 stop at the end of the step and save last.ckpt; SIGKILL

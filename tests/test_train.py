@@ -490,9 +490,10 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
     torch.testing.assert_close(loss, torch.stack(losses).mean())
 
 
-def test_spt_causal_pretrains_and_finetunes_a_causal_backbone(data_dir, tmp_path):
-    """spt_causal makes the backbone causal for its stage and its finetuning, in a
-    study whose train.causal is false: next-token self-pretraining (Amos et al.)."""
+def test_spt_causal_pretrains_and_finetunes_a_causal_s4(data_dir, tmp_path):
+    """spt_causal makes the backbone causal for its stage, in a study whose
+    train.causal is false: next-token self-pretraining (Amos et al.). S4's causal
+    layer lacks the bidirectional one's second kernel, so S4 finetunes causally."""
     spec = PretrainSpec.from_dict({
         "study": "t", "kind": "spt_causal", "corpus": "listops", "arch": "s4", "size": "xxs",
         "seed": 0, "corpus_config": TASK, "train": PRETRAIN,
@@ -511,7 +512,7 @@ def test_spt_causal_pretrains_and_finetunes_a_causal_backbone(data_dir, tmp_path
     })
     from scalestudy.priors import PRIORS
 
-    cfg = PRIORS["spt_causal"].schedule(run_spec.train)
+    cfg = PRIORS["spt_causal"].schedule(run_spec.train, "s4")
     assert cfg.causal and not run_spec.train.causal
     data = tasks.load("listops", TASK, data_dir)
     model, report = build_classifier(run_spec, cfg, data, tmp_path)

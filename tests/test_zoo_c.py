@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from scalestudy.models.convolutions import DynamicConv, LightConv
 from scalestudy.models.mixer import Mixer
-from scalestudy.models.s4 import S4, S4Unstructured
+from scalestudy.models.s4 import DLR, S4, S4RandomA
 from scalestudy.models.transformer import Transformer
 from scalestudy.study.ladder import SIZES
 
@@ -24,8 +24,8 @@ def vanilla_params(size):
 
 @pytest.mark.parametrize(
     "cls, causal", [(Mixer, False), (LightConv, False), (DynamicConv, False), (S4, False),
-                    (S4, True)],  # only S4 changes its parameters in causal mode
-    ids=["Mixer", "LightConv", "DynamicConv", "S4", "S4-causal"],
+                    (S4, True), (DLR, False), (DLR, True)],  # the SSMs change in causal mode
+    ids=["Mixer", "LightConv", "DynamicConv", "S4", "S4-causal", "DLR", "DLR-causal"],
 )
 def test_nonembed_params_track_the_vanilla_ladder(cls, causal):
     for size in SIZES:
@@ -172,11 +172,11 @@ def test_s4_vocab_and_lengths_beyond_the_test_size():
     assert model(tokens, torch.ones_like(tokens, dtype=torch.bool)).hidden.shape[1] == 3 * MAX_LEN
 
 
-def test_s4_unstructured_draws_a_at_random_and_is_otherwise_s4():
+def test_s4_random_a_draws_a_at_random_and_is_otherwise_s4():
     torch.manual_seed(0)
-    model = build(S4Unstructured)
+    model = build(S4RandomA)
     kernel = model.blocks[0].ssm.branch.kernel
-    assert model.cfg.arch == "s4_unstructured" and model.cfg.extra["a_init"] == "random"
+    assert model.cfg.arch == "s4_random_a" and model.cfg.extra["a_init"] == "random"
     assert (-kernel.log_A_real.exp() < 0).all()  # stable
     n = kernel.A_imag.shape[1]
     assert not torch.allclose(kernel.A_imag[0], torch.pi * torch.arange(n, dtype=torch.float32))
@@ -185,3 +185,60 @@ def test_s4_unstructured_draws_a_at_random_and_is_otherwise_s4():
     shapes = {k: v.shape for k, v in s4.state_dict().items()}
     assert {k: v.shape for k, v in model.state_dict().items()} == shapes
     assert len(hinted(model)) == len(hinted(s4))
+
+
+# --- DLR: Amos et al.'s unstructured SSM ------------------------------------------
+
+
+def test_dlr_kernel_is_the_diagonal_linear_rnn_of_its_raw_parameters():
+    """K[c, h, l] = Re sum_m W[c, h, m] lambda_m^l, lambda_m = exp(-r_m^2 + i theta_m),
+    written out with numpy's complex powers (not the kernel's exp of l x log)."""
+    import numpy as np
+
+    torch.manual_seed(0)
+    kernel = build(DLR).double().blocks[0].ssm.branch.kernel
+    r, theta = kernel.Lambda_re.detach().numpy(), kernel.Lambda_im.detach().numpy()
+    w = kernel.W.detach().numpy()
+    w = w[..., 0] + 1j * w[..., 1]  # [channels, D, M]
+    lam = np.exp(-r**2 + 1j * theta)
+    length = 9
+    expected = np.real(np.einsum("chm,ml->chl", w, lam[:, None] ** np.arange(length)))
+    np.testing.assert_allclose(kernel(length).detach().numpy(), expected, rtol=1e-9, atol=1e-12)
+
+
+def test_causal_dlr_layer_is_the_recurrence():
+    """x_l = lambda x_{l-1} + u_l, y_l = Re(W x_l) + D u_l on every channel: the
+    FFT convolution of the causal layer equals it step by step."""
+    torch.manual_seed(1)
+    layer = build(DLR, causal=True).double().blocks[0].ssm.branch
+    k = layer.kernel
+    lam = torch.exp(-k.Lambda_re**2 + 1j * k.Lambda_im).detach()  # [M]
+    w = torch.view_as_complex(k.W[0].detach())  # [D, M]
+    u = torch.randn(2, 11, layer.D.numel(), dtype=torch.float64)
+    x = torch.zeros(2, *w.shape, dtype=torch.complex128)
+    ys = []
+    for step in range(u.shape[1]):
+        x = lam * x + u[:, step, :, None]
+        ys.append((w * x).sum(-1).real + layer.D.detach() * u[:, step])
+    torch.testing.assert_close(layer.ssm(u), torch.stack(ys, 1))
+
+
+def test_dlr_init_and_optimiser_hints_follow_amos_et_al_dlr_config():
+    """Their DLRKernel's 'omega' init: Re Lambda = -dt / 2 with dt log-uniform in
+    [1e-4, 1e-1], theta_m = 2 pi m / M, W ~ N(0, 1) / M; eigenvalues shared by the
+    channels; no weight decay on Lambda or W (dlr.yaml: wd 0)."""
+    torch.manual_seed(2)
+    model = build(DLR)
+    kernel = model.blocks[0].ssm.branch.kernel
+    modes = model.cfg.extra["d_state"] // 2
+    assert kernel.Lambda_re.shape == kernel.Lambda_im.shape == (modes,)
+    assert kernel.W.shape == (2, model.cfg.width, modes, 2)  # bidirectional: two kernels
+    real = -kernel.Lambda_re.detach() ** 2
+    assert ((real <= -0.5e-4) & (real >= -0.5e-1)).all()
+    torch.testing.assert_close(kernel.Lambda_im.detach(),
+                               2 * torch.pi * torch.arange(modes, dtype=torch.float32) / modes)
+    assert abs(float(kernel.W.std()) * modes - 1) < 0.2
+    hints = kernel.optim_hints()
+    assert hints["Lambda_re"] == hints["Lambda_im"] == {"weight_decay": 0.0, "lr": 1e-3}
+    assert hints["W"] == {"weight_decay": 0.0}
+    assert model.cfg.extra["dt_min"] == 1e-4 and model.cfg.extra["kernel"] == "diagonal_rnn"

@@ -30,6 +30,11 @@ class Architecture:
     color: str
     marker: str
     causal: bool = True  # whether the mechanism has a causal mode (train.causal)
+    # Whether its causal backbone has exactly the bidirectional one's weights (the
+    # causal mode only masks), so that a causally pretrained checkpoint finetunes
+    # bidirectionally (priors.py: spt_causal). Not the SSMs: a bidirectional
+    # layer holds a second kernel, and its FFN width is matched to that.
+    causal_weights_bidirectional: bool = True
     # The vanilla baseline the others are compared with (the architecture gap).
     reference: bool = False
     # What training it costs in GPU memory (study/costs.gpu_memory), measured
@@ -80,8 +85,11 @@ ARCHITECTURES: Registry[Architecture] = Registry("arch", [
       attention=False),
     A("dconv", "convolutions", "DynamicConv", "#8C564B", "d", activation_bytes=(222.0, 116.0),
       attention=False),
-    A("s4", "s4", "S4", "#E8384F", "*", activation_bytes=(88.0, 61.0), kernel_bytes=272.0,
-      attention=False),
-    A("s4_unstructured", "s4", "S4Unstructured", "#AA4499", "8", activation_bytes=(88.0, 61.0),
-      kernel_bytes=272.0, attention=False),
+    A("s4", "s4", "S4", "#E8384F", "*", causal_weights_bidirectional=False,
+      activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
+    # Amos et al.'s unstructured SSM (the diagonal linear RNN), and a milder ablation.
+    A("dlr", "s4", "DLR", "#117733", "H", causal_weights_bidirectional=False,
+      activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
+    A("s4_random_a", "s4", "S4RandomA", "#AA4499", "8", causal_weights_bidirectional=False,
+      activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
 ])

@@ -7,12 +7,15 @@ so a reader never sees half of one and a kill mid-write leaves the previous
 file whole; a directory is staged beside its target and swapped in. The new
 file gets the mode a file created by open() would have under the umask
 (mkstemp's is 0o600), so results on a shared file system stay readable.
-A failed write removes what it staged. Torch-free.
+A failed write removes what it staged and raises `WriteError`: one message
+naming the file and the reason ("results/x/runs.parquet: no space left on
+device"), which the commands print as their one line of error. Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -20,6 +23,42 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .faults import kill_point
+
+
+class WriteError(OSError):
+    """A file or directory that could not be written (a full disk, a quota, a
+    read-only file system): `path` is the output that was being written, not
+    its temporary name."""
+
+    def __init__(self, path: Path | str, error: OSError):
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        super().__init__(error.errno, reason)
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.strerror[:1].lower()}{self.strerror[1:]}"
+
+
+def no_space(error: BaseException, path: Path | str) -> WriteError | None:
+    """`error` as the WriteError of `path` (or of the file it names) when it is
+    a write error: a WriteError already, or a full disk or quota met by a
+    writer that is not this module's (Lightning's CSV logger); else None."""
+    if isinstance(error, WriteError):
+        return error
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return WriteError(error.filename or path, error)
+    return None
+
+
+@contextlib.contextmanager
+def naming(path: Path | str) -> Iterator[None]:
+    """An OSError inside is raised as the WriteError of `path`."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as err:
+        raise WriteError(path, err) from None
 
 
 def current_umask() -> int:
@@ -53,23 +92,24 @@ def replacing(path: Path, *, temporary: str | None = None, commit: bool = True,
     (every DDP rank must name the same file); by default it is unique. On an
     error the temporary file is removed and the error raised."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if temporary is None:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        tmp = Path(name)
-    else:
-        tmp = path.with_name(temporary)
-    try:
-        yield tmp
-        if commit:
-            os.chmod(tmp, default_file_mode())
-            if kill_at:
-                kill_point(kill_at, path)  # fault injection (tests only): before the rename
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if temporary is None:
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            tmp = Path(name)
+        else:
+            tmp = path.with_name(temporary)
+        try:
+            yield tmp
+            if commit:
+                os.chmod(tmp, default_file_mode())
+                if kill_at:
+                    kill_point(kill_at, path)  # fault injection (tests only): before the rename
+                os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def write_text(text: str, path: Path) -> None:
@@ -91,22 +131,28 @@ def replacing_directory(out_dir: Path, kill_at: str | None = None) -> Iterator[P
     takes out_dir's name (the old directory, if any, is set aside first and
     removed only then); on an error it is removed."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        yield staged
-        for path in staged.iterdir():
-            os.chmod(path, default_file_mode())
-        os.chmod(staged, 0o777 & ~current_umask())  # mkdtemp made it 0o700
-        if kill_at:
-            kill_point(kill_at, out_dir)  # fault injection (tests only)
-        old = None
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old."))
-            out_dir.rename(old / "d")
-        staged.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
+    with naming(out_dir):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+        try:
+            yield staged
+            _commit_directory(staged, out_dir, kill_at)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+
+
+def _commit_directory(staged: Path, out_dir: Path, kill_at: str | None) -> None:
+    """Give the staged directory out_dir's name (the old one set aside, then removed)."""
+    for path in staged.iterdir():
+        os.chmod(path, default_file_mode())
+    os.chmod(staged, 0o777 & ~current_umask())  # mkdtemp made it 0o700
+    if kill_at:
+        kill_point(kill_at, out_dir)  # fault injection (tests only)
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old."))
+        out_dir.rename(old / "d")
+    staged.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old)

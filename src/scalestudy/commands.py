@@ -2,10 +2,12 @@
 `run_command`, which runs one in this process.
 
 The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
-`fit`, `plot`, `tables` and `claims`; `analyse` regenerates a cached study's
-outputs. Each command imports what it needs when it runs, so the analysis
-commands never load torch. The entry point (cli.py) first offers a command to
-the warm server (warm.py), which runs it here in a forked child.
+`fit`, `figure`, `figure-index`, `tables` and `claims`; `analyse` regenerates a
+cached study's outputs, `frontier` fits the compute-optimal frontier of any
+table of runs, and `status` says where a running study stands. Each command
+imports what it needs when it runs, so the analysis commands never load torch.
+The entry point (cli.py) first offers a command to the warm server (warm.py),
+which runs it here in a forked child.
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ def run_recorded(work, identity: dict, record_path: Path) -> dict:
     train (its data, its checkpoint, its model), write a failed record with the
     error instead, so the study goes on and the failure is visible in it. The
     traceback goes to the job's log."""
+    from .atomic import no_space
     from .records import failed_record, write_record
 
     try:
         return work()
     except Exception as err:
+        full = no_space(err, record_path.parent)
+        if full:  # a full disk: the command's one error line, no record
+            raise full from None
         traceback.print_exc()
         record = failed_record(identity, err)
         write_record(record, record_path)
@@ -169,6 +175,20 @@ def cmd_claims(args) -> None:
     print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
 
 
+def cmd_status(args) -> None:
+    from .study.status import report, study_status
+
+    print(report(study_status(args.study_dir or _only_study())))
+
+
+def _only_study() -> Path:
+    studies = sorted(p for p in Path("results").glob("*") if p.is_dir())
+    if len(studies) != 1:
+        raise ValueError("name the study: results/<study> ("
+                         + (", ".join(map(str, studies)) or "no results/ here") + ")")
+    return studies[0]
+
+
 def cmd_analyse(args) -> None:
     """fits.parquet, figures/, tables/ and claims.md of one runs file, in one process."""
     import time
@@ -197,15 +217,73 @@ def cmd_analyse(args) -> None:
           f" in {time.perf_counter() - start:.1f}s")
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                     argparse.ArgumentDefaultsHelpFormatter):
     """Appends "(default: ...)" to each option's help, except where there is no
-    default to show: required options, and options whose absence (None) their
-    help describes."""
+    default to show: required options say "(required)", and an option whose
+    absence (None) its help does not describe says "(default: none)"; the
+    examples of an epilog keep their lines."""
 
     def _get_help_string(self, action):
-        if action.required or action.default is None:
+        if action.required and action.option_strings:
+            return (action.help or "") + " (required)"
+        if action.required or action.default is argparse.SUPPRESS:
             return action.help or ""
+        if action.default is None:
+            text = action.help or ""
+            return text if "default" in text or not action.option_strings else (
+                f"{text} (default: none)")
         return super()._get_help_string(action)
+
+
+# What an option takes, shown in the usage and the option's line (its metavar).
+def _metavar(action) -> str | None:
+    if action.nargs == 0 or action.choices or action.metavar:
+        return action.metavar
+    name = action.dest
+    if name in ("spec", "config"):
+        return "JSON"
+    if name.endswith("dir"):
+        return "DIR"
+    if action.type is Path:
+        return "FILE"
+    return {int: "N", float: "X"}.get(action.type, "TEXT" if action.option_strings else None)
+
+
+DESCRIPTION = """Scaling-law studies of architectures and initialisation priors: the commands
+the workflow's jobs run (snakemake --cores N runs a whole study), and those a
+researcher runs on a study's results (status, analyse, frontier)."""
+
+# One example per subcommand, shown under its --help.
+EXAMPLES = {
+    "data": "scalestudy data --task listops --config '{\"n_train\": 400}' "
+            "--out-dir results/default/data/listops",
+    "train": "scalestudy train --spec \"$(cat spec.json)\" --data-dir "
+             "results/default/data/listops \\\n      --run-dir "
+             "results/default/runs/listops/transformer/xs/random/s0",
+    "pretrain": "scalestudy pretrain --spec \"$(cat pretrain_spec.json)\" --data-dir "
+                "results/default/data/upstream \\\n      --out-dir "
+                "results/default/pretrain/upstream/transformer/xs",
+    "corpus": "scalestudy corpus --config '{\"source\": \"stdlib\", \"seq_len\": 48}' "
+              "--out-dir results/default/data/upstream",
+    "collect": "scalestudy collect results/default/runs/*/*/*/*/*/record.parquet "
+               "--out results/default/runs.parquet",
+    "fit": "scalestudy fit data/cache/workstation.parquet --out /tmp/fits.parquet --n-boot 200",
+    "plot": "scalestudy plot results/default/runs.parquet results/default/fits.parquet "
+            "--out-dir /tmp/figures",
+    "figure": "scalestudy figure results/default/runs.parquet results/default/fits.parquet "
+              "--name error_vs_compute \\\n      --out-dir /tmp/figures --entry /tmp/entry.json "
+              "--tasks listops",
+    "figure-index": "scalestudy figure-index /tmp/entry.json --out /tmp/figures/index.md "
+                    "--tasks listops",
+    "tables": "scalestudy tables results/default/runs.parquet results/default/fits.parquet "
+              "--out-dir /tmp/tables",
+    "claims": "scalestudy claims results/default/runs.parquet results/default/fits.parquet "
+              "--out /tmp/claims.md",
+    "frontier": "scalestudy frontier runs.csv --out-dir /tmp/frontier --predict 1e18 1e19",
+    "analyse": "scalestudy analyse data/cache/workstation.parquet --out-dir results/workstation",
+    "status": "scalestudy status results/default",
+}
 
 
 def _fit_options(p) -> None:
@@ -264,13 +342,18 @@ def _workers_option(p) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="scalestudy", description=__doc__,
-                                  formatter_class=_HelpFormatter)
-    sub = top.add_subparsers(dest="command", required=True)
+    from . import __version__
+
+    top = argparse.ArgumentParser(prog="scalestudy", description=DESCRIPTION,
+                                  formatter_class=_HelpFormatter,
+                                  epilog="Each command's options: scalestudy <command> --help")
+    top.add_argument("--version", action="version", version=f"scalestudy {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="<command>")
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=summary, description=summary,
-                              formatter_class=_HelpFormatter)
+                              formatter_class=_HelpFormatter,
+                              epilog=f"example:\n  {EXAMPLES[name]}")
 
     runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
     fits_help = "the fits.parquet of the same runs (scalestudy fit)"
@@ -292,7 +375,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", required=True, type=Path,
                    help="directory for the run's metrics.csv, last.ckpt and record.parquet "
                    "(written last)")
-    p.add_argument("--pretrained", type=Path,
+    p.add_argument("--pretrained", type=Path, metavar="DIR",
                    help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
                    "upstream load its checkpoint, scratch_matched matches its compute; omitted "
                    "(the default) for the priors that need no pretraining")
@@ -392,6 +475,17 @@ def parser() -> argparse.ArgumentParser:
                    help="bootstrap resamples of each saturating fit (each is a refit)")
     _workers_option(p)
     p.set_defaults(func=cmd_analyse)
+
+    p = command("status", "where a study stands: per stage its runs done, running, failed, "
+                "diverged or pending; the failed runs' errors and logs; training time spent "
+                "and left")
+    p.add_argument("study_dir", nargs="?", type=Path,
+                   help="the study's results directory, results/<study> (default: the one "
+                   "study under results/)")
+    p.set_defaults(func=cmd_status)
+    for parser_ in (top, *sub.choices.values()):
+        for action in parser_._actions:
+            action.metavar = _metavar(action)
     return top
 
 

@@ -7,7 +7,7 @@ contains `text`. The points:
 
 - `data`: task data staged, before its files are moved into place;
 - `fit`: halfway through a training or pretraining run (place: its directory;
-  `loop.Fit.after_step`);
+  `loop.TrainingLoop.after_step`);
 - `write`: a Parquet file (run record, runs.parquet, fits.parquet) written to
   its temporary name, before the rename that makes it whole (place: the path).
 

@@ -17,19 +17,42 @@ from typing import Any
 JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 
-def option(default: Any, doc: str, **bounds) -> Any:
+def option(default: Any, doc: str, by_source: dict | None = None, **bounds) -> Any:
     """A dataclass field with a default, a description and schema bounds
-    (minimum, maximum, enum, minItems, ...)."""
-    metadata = {"doc": " ".join(doc.split()), "bounds": bounds}
+    (minimum, maximum, enum, minItems, ...). `by_source`: a value the data's
+    source implies (an image size, a length), source -> value; the field's
+    default is then None, filled in by `source_defaults` with the source's own."""
+    doc = " ".join(doc.split())
+    if by_source:
+        default = None
+        doc += " (default: the source's own, " + ", ".join(
+            f"{source} {value}" for source, value in by_source.items()) + ")"
+    metadata = {"doc": doc, "bounds": bounds, "by_source": by_source}
     if isinstance(default, list | dict | set):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def source_defaults(cfg) -> None:
+    """Fill each `by_source` option of the frozen dataclass `cfg` left None with
+    its value for cfg.source (call first in __post_init__, so that the checks
+    after it see the value and refuse an explicit one that contradicts the source)."""
+    for f in dataclasses.fields(cfg):
+        by_source = f.metadata.get("by_source")
+        if by_source and getattr(cfg, f.name) is None:
+            # An unknown source takes the first one's value: the task's check of
+            # its source (tasks.task_config) names the field and what it accepts.
+            value = by_source.get(cfg.source, next(iter(by_source.values())))
+            object.__setattr__(cfg, f.name, value)
 
 
 def _value_schema(hint) -> dict:
     if hint in JSON_TYPES:
         return {"type": JSON_TYPES[hint]}
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if type(None) in args and len(args) == 2:  # X | None: left to the source (by_source)
+        node = _value_schema(next(a for a in args if a is not type(None)))
+        return {**node, "type": [node["type"], "null"]}
     if origin in (list, tuple):
         return {"type": "array", "items": _value_schema(args[0])}
     raise TypeError(f"no JSON schema for a config option of type {hint!r}")

@@ -19,15 +19,31 @@ needs hooks of its own) and its tests.
   masked tokens, or next-token prediction when the study's backbones are
   causal (train.causal).
 - random_causal: random with the backbone made causal for this prior alone,
-  spt_causal's control.
-- spt_causal: spt with the backbone made causal for this prior alone
-  (pretraining and finetuning), so it self-pretrains by next-token prediction
-  (Amos et al.'s causal denoising objective); a study can then hold both
-  objectives side by side (spt with train.causal false is the masked one).
+  the control of a causal finetuning (spt_causal_causal; spt_causal on S4).
+- spt_causal: self-pretraining by next-token prediction on a causal backbone
+  (Amos et al.'s causal denoising objective: its stage spt_causal forces the
+  causal backbone), then finetuning with the study's own backbone
+  (train.causal, bidirectional by default), as the authors' README recipe
+  does (IdoAmos/not-from-scratch: pretraining with `model.layer.causal=true`,
+  finetuning from that checkpoint with the task's own config). Where the
+  causal backbone does not have the bidirectional one's weights
+  (architectures.py: the SSMs, whose bidirectional layer holds a second
+  kernel), it finetunes causally, as their SSM configs must (a causal
+  pretraining config there sets `bidirectional: false`, and a bidirectional
+  DSS kernel has twice the channels). A study can hold both objectives side
+  by side (spt with train.causal false is the masked one).
+- spt_causal_causal: spt_causal's pretraining, finetuned causal too (the
+  variant before the paper's recipe was the default; random_causal its control).
 - upstream: finetune from masked-LM pretraining on the upstream corpus
   (Tay et al. 2022).
 - scratch_matched: random init trained for as many FLOPs as spt's
-  pretraining plus finetuning spent (the compute-matched control of Amos et al.).
+  pretraining plus finetuning spent (this project's compute-matched control
+  of SPT).
+
+The record of a finetuning run says both causal flags (`pretrain_causal`, its
+pretraining run's backbone; `causal`, its own) and which pretraining run it
+started from (`pretrain_seed`: pretrain.seed, or its own seed with
+pretrain.seeds: per_seed).
 
 Each prior also has its line style and marker fill in every figure (the
 marker's shape and colour stay the architecture's). This module imports no
@@ -43,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .architectures import ARCHITECTURES
 from .registry import Registry
 from .stages import STAGES
 
@@ -81,9 +98,10 @@ class Prior:
     def style(self) -> dict:
         return {"linestyle": self.linestyle, "fillstyle": self.fillstyle}
 
-    def schedule(self, cfg):
-        """The run's TrainConfig under this prior (LayerNorm placement, warm-up,
-        causal backbone); its pretraining stage trains the same backbone."""
+    def schedule(self, cfg, arch: str | None = None):
+        """The run's TrainConfig under this prior for architecture `arch`
+        (LayerNorm placement, warm-up, causal backbone); its pretraining stage
+        trains the same backbone, causal where the stage forces it."""
         if self.norm is not None:
             cfg = dataclasses.replace(cfg, norm=self.norm)
         if self.causal is not None:
@@ -132,6 +150,16 @@ class Pretrained(Prior):
 
     stage: str = FINETUNE
 
+    def schedule(self, cfg, arch=None):
+        cfg = super().schedule(cfg, arch)
+        # A causal checkpoint whose backbone lacks weights of the bidirectional one
+        # (the SSMs' second kernel) can only finetune causally.
+        causal_stage = STAGES[self.pretrain].causal
+        if (causal_stage and not cfg.causal and arch is not None
+                and not ARCHITECTURES[arch].causal_weights_bidirectional):
+            cfg = dataclasses.replace(cfg, causal=True)
+        return cfg
+
     def load(self, pretrained):
         from .training.transfer import load_checkpoint
 
@@ -177,8 +205,10 @@ PRIORS: Registry[Prior] = Registry("prior", [
     DTFixup("dtfixup", norm="none", warmup=False, linestyle=(0, (3, 1.5, 1, 1.5)),
             fillstyle="right"),
     Pretrained("spt", pretrain="spt", linestyle=(0, (7, 2)), fillstyle="bottom"),
-    Pretrained("spt_causal", pretrain="spt_causal", causal=True, linestyle=(0, (7, 2, 1, 2)),
+    Pretrained("spt_causal", pretrain="spt_causal", linestyle=(0, (7, 2, 1, 2)),
                fillstyle="bottom"),
+    Pretrained("spt_causal_causal", pretrain="spt_causal", causal=True,
+               linestyle=(0, (7, 2, 1, 2, 1, 2)), fillstyle="bottom"),
     Pretrained("upstream", pretrain="upstream", linestyle=(0, (7, 1.5, 1, 1.5, 1, 1.5)),
                fillstyle="top"),
     ComputeMatched("scratch_matched", matched_to="spt", linestyle=(0, (1, 2.5))),

@@ -68,9 +68,15 @@ SCHEMA = pa.schema(
         ("warmup_steps", pa.int64()),
         ("norm", pa.string()),
         ("protocol", pa.string()),  # scaling protocol: default, depth, width
-        # Whether the backbone was built causal (train.causal, or a prior that forces
-        # it: random_causal, spt_causal); null in records written before the field.
+        # Whether the backbone was built causal (train.causal, or a prior or a
+        # pretraining stage that forces it); null in records written before the field.
         ("causal", pa.bool_()),
+        # A finetuning run's pretraining run: whether its backbone was causal (the
+        # denoising objective: next token, else masked) and its seed (pretrain.seed,
+        # or the run's own with pretrain.seeds: per_seed). Null for runs that
+        # start from no pretraining, and in records written before the fields.
+        ("pretrain_causal", pa.bool_()),
+        ("pretrain_seed", pa.int64()),
         ("train_loss", pa.float64()),
         ("val_loss", pa.float64()),
         ("val_acc", pa.float64()),
@@ -92,8 +98,9 @@ SCHEMA = pa.schema(
 
 # Columns added after schema version 1: a record written before them
 # (the committed data/cache studies) reads with them null.
-ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal", "world_size",
-                 "batch_per_device", "micro_batch", "deterministic", "matmul_precision")
+ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal", "pretrain_causal",
+                 "pretrain_seed", "world_size", "batch_per_device", "micro_batch",
+                 "deterministic", "matmul_precision")
 
 CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
               "stopped_by": (*STOPPED_BY, None)}

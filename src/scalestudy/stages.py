@@ -2,8 +2,12 @@
 
 A stage is one pretraining run per architecture x size (x task, for a stage
 that pretrains on the task's own data), shared by every finetuning run that
-needs it. Each entry says everything the workflow, the training code and the
-analysis need to know about it, so that none of them asks for a stage by name:
+needs it (`pretrain.seeds: shared`, seed `pretrain.seed`), or one per
+finetuning seed (`pretrain.seeds: per_seed`: each finetuning seed starts from
+the pretraining run of the same seed, so the intervals over seeds hold the
+pretraining's own variance; its runs' directories end in s{seed}). Each entry
+says everything the workflow, the training code and the analysis need to know
+about it, so that none of them asks for a stage by name:
 
 - `on_task`: pretrain on the task's own training split (self-pretraining,
   Amos et al. 2023), else on the upstream corpus (Tay et al. 2022);
@@ -28,6 +32,13 @@ UPSTREAM_CORPUS = "upstream"  # the record's `task` of a run on the upstream cor
 # A stage's runs' directories under the study's results, as wildcard patterns.
 TASK_DIRECTORY = "pretrain/{stage}/{task}/{arch}/{size}"
 UPSTREAM_DIRECTORY = "pretrain/{stage}/{arch}/{size}"
+# pretrain.seeds: one pretraining run per cell shared by its seeds, or one per seed.
+PRETRAIN_SEEDS = ("shared", "per_seed")
+
+
+def seeded(pattern: str, per_seed: bool) -> str:
+    """A stage's directory pattern, below which a per-seed run has its seed's."""
+    return f"{pattern}/s{{seed}}" if per_seed else pattern
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,18 @@ directory, environment and its stdin/stdout/stderr (so the rule's `> {log}`
 redirection holds), forwards the signals it receives (SIGTERM, SIGINT, SIGUSR1,
 ...) to the child and exits with the child's code. The child dies with its
 client: if the client is killed, the child's connection closes and it exits.
-The server exits when the Snakemake process that started it is gone. Without a
-server (a cluster job, a shell) the client runs the command in its own process.
-Set SCALESTUDY_WARM=0 to never start one.
+The server exits when the Snakemake process that started it (its owner,
+$SCALESTUDY_WARM_OWNER) is gone. Without a server (a cluster job, a shell) the
+client runs the command in its own process. Set SCALESTUDY_WARM=0 to never
+start one.
+
+A server that dies mid-study (SIGKILL: the kernel's OOM killer) is restarted by
+the next client that finds it gone, at the same socket path (the jobs'
+environment, Snakemake's, cannot change): under a lock beside the socket, so
+that of the clients that find it gone at once one starts it and the others
+connect to it; once per client, which otherwise runs its command itself. The
+restarted server is detached from that job (its own session, its output in
+warm.log beside the socket) and, like the first, exits with its owner.
 
 This is the idea of multiprocessing's "forkserver" start method, across
 processes: the server forks only from its single thread, before any torch
@@ -28,10 +37,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import importlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -43,6 +54,7 @@ import time
 from pathlib import Path
 
 SOCKET_ENV = "SCALESTUDY_WARM_SOCKET"
+OWNER_ENV = "SCALESTUDY_WARM_OWNER"
 DISABLE_ENV = "SCALESTUDY_WARM"
 # Imported once by the server, so that no job pays for them.
 PRELOAD = ("torch", "lightning", "scalestudy.training.task", "scalestudy.training.pretrain",
@@ -55,10 +67,7 @@ _HEADER = struct.Struct("!Q")
 
 # --- client -------------------------------------------------------------------------
 
-def _connect() -> socket.socket | None:
-    path = os.environ.get(SOCKET_ENV)
-    if not path:
-        return None
+def _try_connect(path: str) -> socket.socket | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -66,6 +75,59 @@ def _connect() -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _spawn(path: str, owner: int) -> subprocess.Popen:
+    """A server on `path` for the jobs of process `owner`, in its own session
+    (no job's process group or log holds it)."""
+    with open(f"{path}.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "scalestudy.warm", path, str(owner)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+
+
+def _wait_bound(path: str, server: subprocess.Popen) -> None:
+    for _ in range(200):  # bound within milliseconds; the imports come after
+        if os.path.exists(path) or server.poll() is not None:
+            return
+        time.sleep(0.05)
+
+
+def _restart(path: str) -> socket.socket | None:
+    """Start the study's server again at `path` (it died) and connect to it;
+    None when its owner is gone too, or the new one does not come up."""
+    owner = os.environ.get(OWNER_ENV)
+    if not owner or not _alive(int(owner)) or not os.path.isdir(os.path.dirname(path)):
+        return None
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one restarter; the others wait, then connect
+        sock = _try_connect(path)
+        if sock is not None:
+            return sock
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # the dead server's socket: bind refuses a used path
+        server = _spawn(path, int(owner))
+        _wait_bound(path, server)
+        print(f"scalestudy: the warm server was gone; started another (pid {server.pid})",
+              file=sys.stderr, flush=True)
+    return _try_connect(path)
+
+
+def _connect() -> socket.socket | None:
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        return None
+    return _try_connect(path) or _restart(path)
 
 
 def run_in_server(argv: list[str]) -> int | None:
@@ -163,16 +225,18 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def serve(path: str, parent: int) -> None:
-    """Accept jobs on the Unix socket `path` until process `parent` is gone."""
+def serve(path: str, owner: int) -> None:
+    """Accept jobs on the Unix socket `path` until process `owner` is gone."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(path)
     sock.listen(64)  # clients queue here while the imports below run
+    with contextlib.suppress(OSError):  # for the owner's exit to stop a restarted one
+        Path(f"{path}.pid").write_text(f"{os.getpid()}\n")
     for name in PRELOAD:
         importlib.import_module(name)
     sock.settimeout(1.0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
-    while os.getppid() == parent:
+    while _alive(owner):
         try:
             conn, _ = sock.accept()
         except TimeoutError:
@@ -197,25 +261,22 @@ def start() -> subprocess.Popen | None:
     if os.environ.get(DISABLE_ENV) == "0" or os.environ.get(SOCKET_ENV):
         return None
     path = str(Path(tempfile.mkdtemp(prefix="scalestudy-")) / "warm.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "scalestudy.warm", path, str(os.getpid())],
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    )
+    server = _spawn(path, os.getpid())
 
     def stop():
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-            os.rmdir(os.path.dirname(path))
+        with contextlib.suppress(OSError, ValueError):  # a restarted one (its pid file)
+            restarted = int(Path(f"{path}.pid").read_text())
+            if restarted != server.pid:
+                os.kill(restarted, signal.SIGTERM)
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     atexit.register(stop)
-    for _ in range(200):  # bound within milliseconds; the imports come after
-        if os.path.exists(path) or server.poll() is not None:
-            break
-        time.sleep(0.05)
+    _wait_bound(path, server)
     os.environ[SOCKET_ENV] = path
+    os.environ[OWNER_ENV] = str(os.getpid())
     return server
 
 

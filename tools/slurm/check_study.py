@@ -11,17 +11,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from scalestudy.study.grid import task_grid
+from scalestudy.study.grid import cells
 
 
 def main(name: str, preset: Path, jobcomp: Path) -> None:
     grid = yaml.safe_load(Path("config/config.yaml").read_text())["grid"]
     grid.update(yaml.safe_load(preset.read_text()).get("grid", {}))
-    expected = 0
-    for task in grid["tasks"]:
-        own = task_grid(grid, task)
-        expected += (len(own["archs"]) * len(own["sizes"]) * len(own["priors"])
-                     * len(own["seeds"]))
+    expected = len(cells(grid))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
     assert len(records) == expected, f"{len(records)} run records, expected {expected}"
     runs = pd.read_parquet(f"results/{name}/runs.parquet")

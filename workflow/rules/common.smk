@@ -3,19 +3,24 @@
 # means (its cells, specs, priorities, resources) is the package's
 # (scalestudy.study), torch-free and tested without Snakemake.
 
+import json
 import os
 import re
 import signal
 import threading
 from pathlib import Path
 
+import yaml
 from snakemake.settings.types import DeploymentMethod
 
+from scalestudy.atomic import write_text
 from scalestudy.locks import claim, clear_stale
 from scalestudy.stages import STAGES
 from scalestudy.study import check_cluster, machine_memory, trains_in_host_memory, validate
 from scalestudy.study import costs, grid, resources, specs
+from scalestudy.study import status as study_status
 from scalestudy.tasks import check_releases
+from scalestudy.training import trackers
 
 # A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind: the
 # same command must finish it, so a lock whose holder is gone is removed.
@@ -58,6 +63,9 @@ validate(
 )
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
+# The jobs' trackers (trainer.loggers): by the environment, not the spec, so
+# that adding one reruns no job (scalestudy.training.trackers).
+os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
 
 OUT = f"results/{config['study']}"
 
@@ -74,6 +82,10 @@ def start_study():
     if not workflow.local_exec:
         check_cluster(config)
     claim()  # this process holds the lock (see scalestudy.locks)
+    # The study's config as it runs, for `scalestudy status` (scalestudy.study.status).
+    write_text(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False),
+               os.path.join(OUT, study_status.CONFIG))
+    trackers.prepare(config["trainer"]["loggers"], config["study"], OUT)
     if not workflow.local_exec:
         return
     gpus = resources.local_gpus()
@@ -115,8 +127,11 @@ wildcard_constraints:
 
 
 RUN_DIR = f"{OUT}/{grid.RUN_DIR}"
+# pretrain.seeds: per_seed gives each finetuning seed its own pretraining run.
+PER_SEED = specs.per_seed(config)
 RECORDS = [f"{OUT}/{cell.directory}/record.parquet" for cell in grid.cells(GRID)]
-PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet" for p in grid.pretrain_cells(GRID)]
+PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet"
+                    for p in grid.pretrain_cells(GRID, PER_SEED)]
 # The pretraining stages by their corpus: the task's own data, or the upstream corpus.
 TASK_STAGES = [name for name, stage in STAGES.items() if stage.on_task]
 UPSTREAM_STAGES = [name for name, stage in STAGES.items() if not stage.on_task]
@@ -132,7 +147,8 @@ def run_spec(wildcards):
 def pretrain_spec(wildcards):
     stage = wildcards.stage
     return specs.as_json(specs.pretrain_spec(config, stage, wildcards.get("task"),
-                                             wildcards.arch, wildcards.size))
+                                             wildcards.arch, wildcards.size,
+                                             wildcards.get("seed")))
 
 
 def train_inputs(wildcards):
@@ -141,7 +157,7 @@ def train_inputs(wildcards):
     inputs = {"data": rules.task_data.output}
     cell = grid.Cell(wildcards.task, wildcards.arch, wildcards.size, wildcards.prior,
                      int(wildcards.seed))
-    needed = grid.pretrain_cell(cell)
+    needed = grid.pretrain_cell(cell, PER_SEED)
     if needed:
         inputs["pretrained"] = f"{OUT}/{needed.directory}/record.parquet"
     return inputs

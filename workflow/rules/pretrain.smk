@@ -1,11 +1,15 @@
 # Pretraining stages (scalestudy.stages): one checkpoint shared by every run
 # that needs it — per arch x size for a stage on the upstream corpus, per
-# arch x size x task for a stage on the task's own data (self-pretraining).
+# arch x size x task for a stage on the task's own data (self-pretraining) —
+# or, with pretrain.seeds: per_seed, one per finetuning seed (directory s{seed}).
 # The record, written last, is the rule's output: best.ckpt is not declared, so
 # a pretraining run that diverged or failed (and has no checkpoint) is a
 # finished job, and the runs that need it record `failed` saying so.
 
-from scalestudy.stages import TASK_DIRECTORY, UPSTREAM_DIRECTORY
+from scalestudy.stages import TASK_DIRECTORY, UPSTREAM_DIRECTORY, seeded
+
+TASK_PRETRAIN = seeded(TASK_DIRECTORY, PER_SEED)
+UPSTREAM_PRETRAIN = seeded(UPSTREAM_DIRECTORY, PER_SEED)
 
 
 rule upstream_corpus:
@@ -31,7 +35,7 @@ rule pretrain_task:
     input:
         rules.task_data.output,
     output:
-        record=f"{OUT}/{TASK_DIRECTORY}/record.parquet",
+        record=f"{OUT}/{TASK_PRETRAIN}/record.parquet",
     wildcard_constraints:
         stage=one_of(TASK_STAGES),
     params:
@@ -39,7 +43,7 @@ rule pretrain_task:
         data_dir=lambda wc: f"{OUT}/data/{wc.task}",
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/{TASK_DIRECTORY}.log",
+        f"{OUT}/logs/{TASK_PRETRAIN}.log",
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:
@@ -58,7 +62,7 @@ rule pretrain_upstream:
     input:
         rules.upstream_corpus.output,
     output:
-        record=f"{OUT}/{UPSTREAM_DIRECTORY}/record.parquet",
+        record=f"{OUT}/{UPSTREAM_PRETRAIN}/record.parquet",
     wildcard_constraints:
         stage=one_of(UPSTREAM_STAGES),
     params:
@@ -66,7 +70,7 @@ rule pretrain_upstream:
         data_dir=lambda wc, input: os.path.dirname(input[0]),
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
-        f"{OUT}/logs/{UPSTREAM_DIRECTORY}.log",
+        f"{OUT}/logs/{UPSTREAM_PRETRAIN}.log",
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:

@@ -25,9 +25,11 @@ default, or non-embedding parameters, or FLOPs per token. One row per fit, its
 
 Only runs with status "ok" enter a fit; `n_runs` counts every run of the cell,
 `n_failed` those that did not finish ok (diverged or failed) and `n_diverged`
-those whose loss turned non-finite. Every coefficient has a percentile-bootstrap interval over runs,
-`n_points`, `n_sizes` and R^2; a cell with fewer than three sizes has a status
-saying so and NaN coefficients.
+those whose loss turned non-finite. Every coefficient has a percentile-bootstrap
+interval over runs resampled within each size (analysis/stats.py; NaN bounds
+when some size has a single run: one seed, or the one shared pretraining run of
+alpha_U unless `pretrain.seeds: per_seed`), `n_points`, `n_sizes` and R^2; a
+cell with fewer than three sizes has a status saying so and NaN coefficients.
 
 Every law (alpha_U in both forms, alpha_D, alpha_U,D) is also validated on the
 size it did not see: the `heldout_*` columns hold the same fit refitted without
@@ -60,7 +62,7 @@ from .scaling import (
     heldout_prediction,
     transfer_slope,
 )
-from .stats import ols, percentile_ci, resample
+from .stats import Strata, expanded_ci, ols
 
 CELL = ["task", "arch", "prior"]
 # The pretraining stages whose runs alpha_U is fitted on (their held-out
@@ -136,10 +138,10 @@ def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int)
     A downstream run finetunes the upstream checkpoint of its size, so the two
     fits share that checkpoint's noise: drawing their replicates independently
     ignores the correlation and over-covers. Here the downstream runs are
-    resampled (as `fit_loglog` resamples them) and each drawn run brings its
-    upstream partner, the upstream run of its size (of its seed, where the
-    upstream runs have several seeds per size): both replicates then weight the
-    sizes alike.
+    resampled within each size (as `fit_loglog` resamples them) and each drawn
+    run brings its upstream partner, the upstream run of its size (of its seed,
+    where the upstream runs have several seeds per size: pretrain.seeds
+    per_seed): both replicates then weight the sizes alike.
     """
     up, down = _usable(up, "upstream_loss"), _usable(down, "error")
     by_size = dict(tuple(up.groupby("size")))
@@ -148,7 +150,10 @@ def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int)
         return np.array([]), np.array([])
     lx_d, ly_d = np.log(down["x"].to_numpy()), np.log(down["error"].to_numpy())
     rng = np.random.default_rng(seed)
-    idx = resample(rng, lx_d, n_boot, min_distinct=2)
+    strata = Strata(down["size"].to_numpy())
+    if not strata.resamplable:
+        return np.array([]), np.array([])
+    idx = strata.indices(rng.random((n_boot, lx_d.size)))
     # The upstream partner of every downstream run: the upstream run of its size and
     # seed, or one drawn among that size's runs where no seed matches.
     rows = []
@@ -158,8 +163,8 @@ def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int)
         rows.append(same[0] if len(same) else runs.index[rng.integers(len(runs))])
     partner = up.loc[rows]
     lx_u, ly_u = np.log(partner["x"].to_numpy()), np.log(partner["upstream_loss"].to_numpy())
-    slopes_d, _ = ols(lx_d[idx], ly_d[idx])
-    slopes_u, _ = ols(lx_u[idx], ly_u[idx])
+    slopes_d, _ = ols(lx_d[idx], strata.rescaled(ly_d, idx))
+    slopes_u, _ = ols(lx_u[idx], strata.rescaled(ly_u, idx))
     keep = np.isfinite(slopes_u) & np.isfinite(slopes_d) & (slopes_u != 0)
     return -slopes_d[keep], -slopes_u[keep]
 
@@ -177,7 +182,8 @@ def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed)
     low = high = np.nan
     if n_boot > 0:
         a_d, a_u = _paired_alphas(up, down, n_boot, seed)
-        low, high = percentile_ci(a_d / a_u, ci)
+        df = Strata(_usable(down, "error")["size"].to_numpy()).df
+        low, high = expanded_ci(a_d / a_u, ci, df)
     return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
             "status": "ok"}
 

@@ -126,7 +126,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from ..atomic import default_file_mode
+from ..atomic import default_file_mode, naming
 from .scaling import MIN_SIZES, ChinchillaFit, HuberPowerLaw, fit_chinchilla, one_blas_thread
 from .stats import percentile_ci, resample
 
@@ -924,7 +924,8 @@ def frontier(
         for line in excluded_lines(result):
             print(line, file=sys.stderr)
     if out_dir is not None:
-        result.paths = _write(result, Path(out_dir), figures)
+        with naming(out_dir):  # a full disk: one message naming the directory
+            result.paths = _write(result, Path(out_dir), figures)
     return result
 
 

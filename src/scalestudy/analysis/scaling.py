@@ -3,7 +3,8 @@
 Four fits, all with the conventions of DESIGN.md "Scaling analysis":
 
 - `fit_loglog`: y = coef * x^(-alpha) by least squares in log-log space, with a
-  percentile bootstrap over runs (Efron & Tibshirani 1993, ch. 13).
+  percentile bootstrap over runs within each size (Efron & Tibshirani 1993,
+  ch. 13; stats.py: stratified by size, no replicate loses a size).
 - `fit_saturating`: y = E + A x^(-alpha) by a Huber loss on log residuals,
   L-BFGS-B from many starts (the Chinchilla approach 3 recipe with one input).
 - `fit_chinchilla`: L(N, D) = E + A/N^alpha + B/D^beta, Hoffmann et al. 2022
@@ -31,7 +32,16 @@ from scipy.optimize import minimize
 from scipy.special import huber
 from threadpoolctl import ThreadpoolController
 
-from .stats import clean, loglog_replicates, ols, percentile_ci, r2, resample
+from .stats import (
+    Strata,
+    clean_labelled,
+    expanded_ci,
+    loglog_replicates,
+    ols,
+    r2,
+    resampled_means,
+    stratified,
+)
 
 MIN_SIZES = 3
 
@@ -153,10 +163,11 @@ def fit_loglog(
 
     `sizes` labels each point's model size (default: its x); fewer than
     `min_sizes` distinct sizes refuses. The interval is the percentile bootstrap
-    over points (runs) resampled with replacement; deterministic given `seed`.
+    over runs resampled within each size (stats.py), deterministic given `seed`;
+    NaN when some size has a single run (no within-size spread to resample).
     """
-    x, y, k = clean(x, y, sizes)
-    n = x.size
+    x, y, labels = clean_labelled(x, y, sizes)
+    k, n = len(set(labels.tolist())), x.size
     if k < min_sizes:
         return _refused(PowerLawFit, n, k, f"not enough sizes: {k} < {min_sizes}")
     lx, ly = np.log(x), np.log(y)
@@ -166,9 +177,8 @@ def fit_loglog(
     slope, intercept = ols(lx, ly)
     low = high = np.nan
     if n_boot > 0:
-        boot_slopes, _ = loglog_replicates(lx, ly, n_boot, seed)
-        # alpha = -slope, so the interval's ends swap.
-        low, high = percentile_ci(-boot_slopes, ci)
+        boot_slopes, _ = loglog_replicates(lx, ly, n_boot, seed, labels)
+        low, high = expanded_ci(-boot_slopes, ci, Strata(labels).df)  # alpha = -slope
     return PowerLawFit(
         alpha=float(-slope),
         coef=float(np.exp(intercept)),
@@ -341,18 +351,21 @@ def _offset_starts(lx: np.ndarray, ly: np.ndarray, n_e: int = 24) -> np.ndarray:
     return np.column_stack([intercept, np.log(E), -slope])
 
 
-def _saturating_replicates(lx, ly, best, n_boot: int, seed: int, delta: float) -> np.ndarray:
+def _saturating_replicates(lx, ly, best, n_boot: int, seed: int, delta: float,
+                           sizes=None) -> np.ndarray:
     """Parameters (a, e, alpha) of the bootstrap refits behind `fit_saturating`'s
-    interval, one row each: points resampled with replacement (resamples with fewer
-    than 3 distinct x redrawn), each refitted from the full-data optimum `best` or
-    the resample's best profile start. `lx` is log x in the fit's units."""
-    n = lx.size
-    idx = resample(np.random.default_rng(seed), lx, n_boot, min_distinct=3)
-    thetas = np.empty((len(idx), 3))
-    for i, row in enumerate(idx):
-        # A resample is the same points with multiplicities: weight, don't copy.
-        m = HuberPowerLaw(lx[:, None], ly, delta, weights=np.bincount(row, minlength=n))
-        starts = np.vstack([best, _offset_starts(lx[row], ly[row])])
+    interval, one row each: runs resampled within each size (`sizes`, default x;
+    stats.py), each refitted from the full-data optimum `best` or the resample's
+    best profile start; no rows when some size has a single run. `lx` is log x in
+    the fit's units."""
+    drawn = stratified(Strata(lx if sizes is None else sizes), lx, ly, n_boot,
+                       np.random.default_rng(seed))
+    if drawn is None:
+        return np.empty((0, 3))
+    thetas = np.empty((n_boot, 3))
+    for i, (lx_i, ly_i) in enumerate(zip(*drawn, strict=True)):
+        m = HuberPowerLaw(lx_i[:, None], ly_i, delta)
+        starts = np.vstack([best, _offset_starts(lx_i, ly_i)])
         thetas[i] = m.polish(starts, n_polish=1).x
     return thetas
 
@@ -364,13 +377,13 @@ def fit_saturating(
 
     log yhat = logsumexp(a - alpha log x, e), A = e^a, E = e^e; L-BFGS-B with an
     analytic gradient from two families of starts: profile starts (`_offset_starts`)
-    and a coarse grid. The bootstrap resamples points (runs) and refits each
-    resample from the full-data optimum or the resample's best profile start;
-    resamples with fewer than 3 distinct x (3 parameters) are redrawn. Percentile
-    interval for alpha at `ci`.
+    and a coarse grid. The bootstrap resamples runs within each size (stats.py)
+    and refits each resample from the full-data optimum or the resample's best
+    profile start. Percentile interval for alpha at `ci`; NaN when some size has a
+    single run.
     """
-    x, y, k = clean(x, y, sizes)
-    n = x.size
+    x, y, labels = clean_labelled(x, y, sizes)
+    k, n = len(set(labels.tolist())), x.size
     if k < min_sizes:
         return _refused(SaturatingFit, n, k, f"not enough sizes: {k} < {min_sizes}")
     if np.unique(x).size < 3:
@@ -397,8 +410,8 @@ def fit_saturating(
 
     low = high = np.nan
     if n_boot > 0:
-        alphas = _saturating_replicates(lx, ly, best, n_boot, seed, delta)[:, -1]
-        low, high = percentile_ci(alphas, ci)
+        alphas = _saturating_replicates(lx, ly, best, n_boot, seed, delta, labels)[:, -1]
+        low, high = expanded_ci(alphas, ci, Strata(labels).df)
 
     a, e, alpha = best
     return SaturatingFit(
@@ -461,24 +474,23 @@ def heldout_prediction(
     pred = float(fit.predict(x0))
 
     low = high = np.nan
-    # A refit through as many runs as the law has parameters interpolates them:
-    # every resample that keeps its sizes is the same curve, so its interval
-    # would be a point. It gets none.
+    # A refit through as many runs as the law has parameters interpolates them
+    # and gets no interval (nor does one with a single run at some size: the
+    # replicates resample within sizes).
     if n_boot > 0 and train.sum() > HELDOUT_PARAMS[form]:
         lx, ly = np.log(x[train]), np.log(y[train])
         if form == "loglog":
-            slopes, intercepts = loglog_replicates(lx, ly, n_boot, seed)
+            slopes, intercepts = loglog_replicates(lx, ly, n_boot, seed, labels[train])
             preds = np.exp(intercepts + slopes * np.log(x0))
         else:
             # fit_saturating's units: log x centred on its mean over the training points.
             log_c = lx.mean()
             best = np.array([np.log(fit.A) - fit.alpha * log_c, np.log(fit.E), fit.alpha])
-            a, e, alpha = _saturating_replicates(lx - log_c, ly, best, n_boot, seed, delta).T
+            a, e, alpha = _saturating_replicates(lx - log_c, ly, best, n_boot, seed, delta,
+                                                 labels[train]).T
             preds = np.exp(e) + np.exp(a - alpha * (np.log(x0) - log_c))
         # The held-out runs are resampled too (seeds), so the interval holds the
         # noise of the observation as well as the law's.
-        held = y[test]
-        rng = np.random.default_rng(seed + 1)
-        obs_boot = held[rng.integers(0, held.size, (preds.size, held.size))].mean(1)
-        low, high = percentile_ci(preds / obs_boot - 1, ci)
+        obs_boot = resampled_means(y[test], np.random.default_rng(seed + 1), preds.size)
+        low, high = expanded_ci(preds / obs_boot - 1, ci, Strata(labels[train]).df)
     return HeldoutPrediction(heldout, x0, pred, obs, pred / obs - 1, low, high, "ok")

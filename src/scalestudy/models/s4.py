@@ -44,15 +44,34 @@ training module gives them their own AdamW group.
 `fixup_weights` of the S4D branch returns its output projection (there is no
 input projection); the FFN returns both of its weights.
 
-`s4_unstructured` (`S4Unstructured`) is the same model with A drawn at random
-instead of S4D-Lin's structured values: the ablation of Amos et al. 2023
-("Never Train from Scratch", the study of explicitly structured SSM
-parameterisations under self-pretraining), which asks whether SPT makes the
-structured initialisation redundant. Per channel and mode, Re A =
--1/2 exp(g) and Im A = h with g, h ~ N(0, 1): stable (Re A < 0) and of the
-structured init's typical scale, with no ladder of frequencies pi n and no
-shared real part. Everything else (dt, B, C, D, the layer, the size mapping)
-is S4's. `extra["a_init"]` ("lin" | "random") carries the choice.
+Two ablations of the structured parameterisation share the layer (the
+kernel is `extra["kernel"]`):
+
+- `dlr` (`DLR`): the unstructured SSM of Amos et al. 2023's ablation ("Never
+  Train from Scratch", whose structured parameterisations "become mostly
+  redundant" under self-pretraining): the diagonal linear RNN (DLR) of Gupta,
+  Mehta & Berant 2022, "Simplifying and Understanding State Space Models with
+  Diagonal Linear RNNs", as Amos et al.'s repository builds it
+  (IdoAmos/not-from-scratch, src/models/sequence/ss/dss.py `DLRKernel`,
+  configs/model/layer/dlr.yaml). No continuous-time system, no
+  discretisation, no B: M complex eigenvalues lambda_m = exp(Lambda_m), shared
+  by every channel, and a complex weight W[c, h, m] per channel, so that
+  K[c, h, l] = Re( sum_m W[c, h, m] lambda_m^l ). Lambda_m = -r_m^2 + i theta_m
+  (r stored, so Re Lambda <= 0 by construction, as theirs). Their default init
+  ("omega"): r_m^2 = dt_m / 2 with dt_m log-uniform in [1e-4, 1e-1], theta_m =
+  2 pi m / M (the M-th roots of unity), W ~ N(0, 1) / M in each of its real and
+  imaginary parts; D ~ N(0, 1). Here M = d_state / 2, S4D's complex modes per
+  channel, so W has the weights of S4D's C. Faithful: the kernel, the
+  parameterisation, the init, the bidirectional pair of kernels, GELU + GLU.
+  Simplified: W trains at the run's learning rate and r, theta at `ssm_lr`
+  with no weight decay, as S4's C and A, dt do here (their configs give
+  Lambda and W 1e-4 under a global 1e-2, weight decay 0 on both); no pykeops.
+  Checked against the repository's code as stored (its DLRKernel), not run.
+- `s4_random_a` (`S4RandomA`): S4D with A drawn at random instead of
+  S4D-Lin's values: per channel and mode, Re A = -1/2 exp(g), Im A = h,
+  g, h ~ N(0, 1). It keeps S4D's continuous-time form, its zero-order hold, B
+  and the dt range, so the decay structure stays: a milder ablation than
+  Amos et al.'s. `extra["a_init"]` ("lin" | "random") carries the choice.
 """
 
 from __future__ import annotations
@@ -68,7 +87,8 @@ from .config import BackboneConfig, BackboneOutput
 from .layers import FeedForward, Residual, closing_norm, standard_init
 
 SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
-A_INITS = ("lin", "random")  # S4D-Lin (structured) or random A (Amos et al.'s ablation)
+A_INITS = ("lin", "random")  # S4D-Lin (structured) or random A (s4_random_a)
+KERNELS = ("s4d", "diagonal_rnn")  # extra["kernel"]: S4D, or the DLR of `dlr`
 
 
 class S4DKernel(nn.Module):
@@ -129,17 +149,56 @@ class S4DKernel(nn.Module):
         return 2 * torch.einsum("cdn,dnl->cdl", c * b_bar, powers).real
 
 
+class DLRKernel(nn.Module):
+    """The kernels [channels, D, L] of a diagonal linear RNN (module docstring):
+    `modes` eigenvalues shared by the D channels, a complex weight per channel."""
+
+    def __init__(self, width: int, modes: int, channels: int, dt_min: float, dt_max: float,
+                 lr: float | None = None):
+        super().__init__()
+        self.dt_min, self.dt_max, self.lr = dt_min, dt_max, lr
+        self.Lambda_re = nn.Parameter(torch.empty(modes))  # r: Re Lambda = -r^2
+        self.Lambda_im = nn.Parameter(torch.empty(modes))
+        self.W = nn.Parameter(torch.empty(channels, width, modes, 2))
+
+    def optim_hints(self) -> dict[str, dict]:
+        """The eigenvalues at S4's SSM learning rate, no weight decay; W without
+        weight decay (Amos et al.'s dlr.yaml: wd 0)."""
+        hint = {"weight_decay": 0.0} | ({} if self.lr is None else {"lr": self.lr})
+        return {"Lambda_re": hint, "Lambda_im": hint, "W": {"weight_decay": 0.0}}
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        modes = self.Lambda_re.numel()
+        low, high = math.log(self.dt_min), math.log(self.dt_max)
+        dt = torch.empty_like(self.Lambda_re).uniform_(low, high).exp()
+        self.Lambda_re.copy_((0.5 * dt).sqrt())
+        m = torch.arange(modes, dtype=self.Lambda_im.dtype, device=self.Lambda_im.device)
+        self.Lambda_im.copy_(2 * math.pi * m / modes)
+        self.W.normal_().div_(modes)
+
+    def forward(self, length: int) -> torch.Tensor:
+        real = torch.promote_types(self.W.dtype, torch.float32)
+        lam = -self.Lambda_re.to(real) ** 2 + 1j * self.Lambda_im.to(real)  # [M]
+        steps = torch.arange(length, device=lam.device, dtype=real)
+        powers = (lam.unsqueeze(-1) * steps).exp()  # lambda^l: [M, L]
+        w = torch.view_as_complex(self.W.to(real))  # [channels, D, M]
+        return torch.einsum("chm,ml->chl", w, powers).real
+
+
 class S4DLayer(nn.Module):
     """SSM convolution (+ D skip), GELU, dropout, output projection with GLU."""
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
         self.bidirectional = not cfg.causal
-        self.kernel = S4DKernel(
-            cfg.width, cfg.extra["d_state"], 2 if self.bidirectional else 1,
-            cfg.extra["dt_min"], cfg.extra["dt_max"], cfg.extra.get("a_init", "lin"),
-            cfg.extra["ssm_lr"],
-        )
+        channels, extra = 2 if self.bidirectional else 1, cfg.extra
+        if extra.get("kernel", "s4d") == "diagonal_rnn":
+            self.kernel = DLRKernel(cfg.width, extra["d_state"] // 2, channels, extra["dt_min"],
+                                    extra["dt_max"], extra["ssm_lr"])
+        else:
+            self.kernel = S4DKernel(cfg.width, extra["d_state"], channels, extra["dt_min"],
+                                    extra["dt_max"], extra.get("a_init", "lin"), extra["ssm_lr"])
         self.D = nn.Parameter(torch.empty(cfg.width))
         self.drop = nn.Dropout(cfg.dropout)
         self.output = nn.Linear(cfg.width, 2 * cfg.width)
@@ -183,13 +242,16 @@ class S4Block(nn.Module):
 
 def init_weights(module: nn.Module) -> None:
     standard_init(module)
-    if isinstance(module, S4DKernel):
+    if isinstance(module, S4DKernel | DLRKernel):
         module.reset_parameters()
     elif isinstance(module, S4DLayer):
         nn.init.normal_(module.D)
 
 
-def s4d_layer_params(width: int, d_state: int, channels: int) -> int:
+def s4d_layer_params(width: int, d_state: int, channels: int, kernel: str = "s4d") -> int:
+    """The weights of one SSM layer: its kernel's, the D skip and the output D -> 2D."""
+    if kernel == "diagonal_rnn":  # W: channels x D x N/2 complex; N/2 shared eigenvalues
+        return channels * width * d_state + d_state + width + 2 * width * width + 2 * width
     # C: channels * D * N reals; A: D * N reals; dt, D skip; output D -> 2D.
     return width * d_state * (channels + 1) + 2 * width + 2 * width * width + 2 * width
 
@@ -199,6 +261,8 @@ class S4(nn.Module):
 
     arch = "s4"
     a_init = "lin"
+    kernel = "s4d"
+    dt_range = (1e-3, 1e-1)
 
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
@@ -216,10 +280,10 @@ class S4(nn.Module):
         d_state = min(64, d)
         channels = 1 if common.get("causal", False) else 2
         # Spend what attention would have had (4D^2 + 4D) minus the S4D layer on the FFN.
-        spare = 4 * d * d + 4 * d - s4d_layer_params(d, d_state, channels)
+        spare = 4 * d * d + 4 * d - s4d_layer_params(d, d_state, channels, cls.kernel)
         d_ff = max(1, shape.d_ff + round(spare / (2 * d + 1)))
-        extra = {"d_state": d_state, "dt_min": 1e-3, "dt_max": 1e-1, "ssm_lr": 1e-3,
-                 "a_init": cls.a_init}
+        extra = {"d_state": d_state, "dt_min": cls.dt_range[0], "dt_max": cls.dt_range[1],
+                 "ssm_lr": 1e-3, "a_init": cls.a_init, "kernel": cls.kernel}
         return BackboneConfig.from_shape(cls.arch, shape, d_ff=d_ff, extra=extra, **common)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> BackboneOutput:
@@ -229,8 +293,17 @@ class S4(nn.Module):
         return BackboneOutput(self.final_norm(x), mask)
 
 
-class S4Unstructured(S4):
-    """S4 with a random, unstructured diagonal A (Amos et al. 2023's ablation)."""
+class DLR(S4):
+    """S4's model with the diagonal linear RNN kernel (module docstring): Amos et
+    al. 2023's unstructured SSM."""
 
-    arch = "s4_unstructured"
+    arch = "dlr"
+    kernel = "diagonal_rnn"
+    dt_range = (1e-4, 1e-1)  # their dlr.yaml
+
+
+class S4RandomA(S4):
+    """S4D with a random diagonal A (Re A < 0, S4D's discretisation and dt kept)."""
+
+    arch = "s4_random_a"
     a_init = "random"

@@ -7,7 +7,9 @@ then every job's spec parses. It checks, in order:
 
 - the JSON schema (config/schema.yaml, completed from the registries:
   study/schema.py): types, ranges, accepted names, no unknown or missing key,
-  grids neither empty nor with a value twice;
+  grids neither empty nor with a value twice; the strings Snakemake's
+  --config passes are first read as the integers, numbers, booleans and
+  nulls the schema types;
 - what a schema cannot say: a grid.per_task sub-grid outside the grid, a
   causal backbone without a causal mode, a task option its config dataclass
   refuses (e.g. a ListOps length window with no length in it), a pretraining
@@ -20,6 +22,7 @@ then every job's spec parses. It checks, in order:
   trains on whatever node the job lands on;
 - for a GPU study with `resources.gpu_mem_gb`, that every run's estimated GPU
   memory fits in it (`costs.gpu_memory`), run by run;
+- that each tracker of trainer.loggers is installed (else the extra to install);
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`costs.training_memory`).
 
@@ -36,10 +39,11 @@ from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import TASKS, task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
+from ..training.trackers import require as require_trackers
 from .costs import VOCAB_BOUND, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
 from .resources import device_count, gpu_study, local_gpus
-from .schema import SCHEMA_PATH, ConfigError, check_schema
+from .schema import SCHEMA_PATH, ConfigError, check_schema, coerce_config
 from .specs import batch_shares, trainer_section
 
 GIB = 2**30
@@ -222,9 +226,16 @@ def check_memory(config: dict, memory_bytes: int) -> None:
 def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
              memory_bytes: int | None = None, cluster: bool = False) -> None:
     """Raise one ConfigError for a study that cannot run; see the module
-    docstring. `cluster`: the jobs go to a scheduler (the SLURM profile)."""
+    docstring. `cluster`: the jobs go to a scheduler (the SLURM profile).
+    Strings from Snakemake's --config are first read as the schema's integers,
+    numbers, booleans and nulls, in `config` itself (study/schema.py `coerce`)."""
+    coerce_config(config, schema_path)
     check_schema(config, schema_path)
     check_semantics(config)
+    try:  # a tracker's package is installed (its extra named)
+        require_trackers(config["trainer"]["loggers"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     check_batches(config)
     if cluster:
         check_cluster(config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..priors import PRIORS
-from ..stages import STAGES
+from ..stages import STAGES, seeded
 
 GRID_KEYS = ("archs", "sizes", "priors", "seeds")
 RUN_DIR = "runs/{task}/{arch}/{size}/{prior}/s{seed}"
@@ -35,17 +35,19 @@ class Cell:
 @dataclass(frozen=True)
 class PretrainCell:
     """One pretraining run: a stage's backbone of an arch x size (x task for a
-    stage on the task's own data; None for one on the upstream corpus)."""
+    stage on the task's own data; None for one on the upstream corpus), of one
+    finetuning seed (pretrain.seeds: per_seed) or shared by all (seed None)."""
 
     stage: str
     task: str | None
     arch: str
     size: str
+    seed: int | None = None
 
     @property
     def directory(self) -> str:
-        return STAGES[self.stage].directory.format(task=self.task, arch=self.arch,
-                                                   size=self.size)
+        pattern = seeded(STAGES[self.stage].directory, self.seed is not None)
+        return pattern.format(task=self.task, arch=self.arch, size=self.size, seed=self.seed)
 
 
 def task_grid(grid: dict, task: str) -> dict[str, list]:
@@ -65,19 +67,20 @@ def cells(grid: dict) -> list[Cell]:
     return out
 
 
-def pretrain_cell(cell: Cell) -> PretrainCell | None:
-    """The pretraining run a cell's prior loads or matches, or None."""
+def pretrain_cell(cell: Cell, per_seed: bool = False) -> PretrainCell | None:
+    """The pretraining run a cell's prior loads or matches, or None: the one of
+    its own seed when `per_seed` (pretrain.seeds: per_seed), else the shared one."""
     stage = PRIORS[cell.prior].needs
     if stage is None:
         return None
     return PretrainCell(stage, cell.task if STAGES[stage].on_task else None, cell.arch,
-                        cell.size)
+                        cell.size, cell.seed if per_seed else None)
 
 
-def pretrain_cells(grid: dict) -> list[PretrainCell]:
+def pretrain_cells(grid: dict, per_seed: bool = False) -> list[PretrainCell]:
     """Every pretraining run the grid needs, once each, in the order of their
     directories."""
-    needed = {p for p in map(pretrain_cell, cells(grid)) if p is not None}
+    needed = {p for c in cells(grid) if (p := pretrain_cell(c, per_seed)) is not None}
     return sorted(needed, key=lambda p: p.directory)
 
 

@@ -19,6 +19,7 @@ from ..architectures import ARCHITECTURES
 from ..options import section_schema
 from ..priors import PRIORS
 from ..tasks import TASKS
+from ..training.trackers import TRACKERS
 from .ladder import SIZES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"
@@ -77,6 +78,7 @@ def complete(schema: dict) -> dict:
         "size": {"enum": list(SIZES)},
         "prior": {"enum": list(PRIORS)},
         "task": {"enum": list(TASKS)},
+        "tracker": {"enum": list(TRACKERS)},
     }
 
     def fill(node):
@@ -107,6 +109,62 @@ def _validator(schema_path: str):
     import jsonschema
 
     return jsonschema.Draft202012Validator(load_schema(schema_path))
+
+
+_BOOLEANS = {"true": True, "false": False}
+_NULLS = ("null", "~", "")
+
+
+def _scalar(text: str, node: dict):
+    """`text` as the first of the node's scalar types it reads as, else itself."""
+    if "enum" in node:  # an enum may hold non-strings (precision 32)
+        return next((v for v in node["enum"] if str(v) == text and v != text), text)
+    types = node.get("type", [])
+    for kind in [types] if isinstance(types, str) else types:
+        try:
+            if kind == "integer":
+                return int(text)
+            if kind == "number":
+                return float(text) if not text.lstrip("+-").isdigit() else int(text)
+        except ValueError:
+            continue
+        if kind == "boolean" and text.lower() in _BOOLEANS:
+            return _BOOLEANS[text.lower()]
+        if kind == "null" and text in _NULLS:
+            return None
+    return text
+
+
+def coerce(value, node: dict):
+    """`value` with every string where the schema `node` wants an integer,
+    number, boolean or null read as one ("0" -> 0, "2e-3" -> 0.002, "true" ->
+    True): Snakemake's --config hands nested values over as strings (it loads
+    them with YAML's BaseLoader). Dicts and lists are updated in place (the
+    workflow's `config` is the one validated); what still does not fit is left
+    for the schema to refuse, naming the field."""
+    if isinstance(value, dict):
+        properties = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            child = properties.get(key, extra if isinstance(extra, dict) else None)
+            if child is not None:
+                value[key] = coerce(item, child)
+        return value
+    if isinstance(value, list):
+        if isinstance(node.get("items"), dict):
+            value[:] = [coerce(item, node["items"]) for item in value]
+        return value
+    if isinstance(value, str):
+        for option in node.get("oneOf", node.get("anyOf", [node])):
+            read = _scalar(value, option)
+            if read is not value:
+                return read
+    return value
+
+
+def coerce_config(config: dict, schema_path: Path | str = SCHEMA_PATH) -> dict:
+    """The config's command-line strings read as the schema's types, in place."""
+    return coerce(config, load_schema(str(schema_path)))
 
 
 def check_schema(config, schema_path: Path | str = SCHEMA_PATH) -> None:

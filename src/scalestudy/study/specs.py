@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stages import STAGES
+from ..stages import PRETRAIN_SEEDS, STAGES
 from ..tasks import task_config
 from .resources import device_count, job_setting
 
@@ -171,6 +171,13 @@ class PretrainSpec(Spec):
         return STAGES[self.kind]
 
 
+def hardware(config: dict) -> dict:
+    """The trainer section a spec holds: without trainer.loggers, which reach
+    the jobs by $SCALESTUDY_LOGGERS (training/trackers.py), so that adding a
+    tracker changes no spec and reruns nothing."""
+    return {k: v for k, v in config["trainer"].items() if k != "loggers"}
+
+
 def task_section(config: dict, task: str) -> dict:
     """A task's options, every one stated: the study's section over the task
     config dataclass's defaults (as JSON values)."""
@@ -189,7 +196,7 @@ def trainer_section(config: dict, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
     `size`: the study's, with the micro-batch the resources section gives the
     task and size's jobs, if it gives one (what their GPU's memory allows)."""
-    trainer = config["trainer"]
+    trainer = hardware(config)
     return {**trainer, "micro_batch": job_setting(config, task, size, "micro_batch",
                                                   trainer["micro_batch"])}
 
@@ -201,16 +208,25 @@ def pretrain_schedule(config: dict) -> dict:
     return {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}}
 
 
-def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str) -> dict:
+def per_seed(config: dict) -> bool:
+    """Whether each finetuning seed has its own pretraining run (pretrain.seeds)."""
+    return config["pretrain"].get("seeds", PRETRAIN_SEEDS[0]) == PRETRAIN_SEEDS[1]
+
+
+def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
+                  seed: int | None = None) -> dict:
     """The PretrainSpec of a stage's run for an arch x size (and task, for a
-    stage on the task's own data), as the dict `scalestudy pretrain` reads."""
+    stage on the task's own data), as the dict `scalestudy pretrain` reads: of
+    finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
     entry = STAGES[stage]
     pretrain = config["pretrain"]
+    if per_seed(config) and seed is None:
+        raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
     return {
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
-        "arch": arch, "size": size, "seed": pretrain["seed"], "span": pretrain["span"],
-        "train": pretrain_schedule(config),
+        "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
+        "span": pretrain["span"], "train": pretrain_schedule(config),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 

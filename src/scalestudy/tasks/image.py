@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..options import option
+from ..options import option, source_defaults
 from .contract import BYTE_VOCAB, PIXELS, Split, byte_ids, make_split
 
 SOURCES = ("digits", "lra")
@@ -52,11 +52,13 @@ class ImageConfig:
         lra_dir/cifar-10-batches-py/ (validation = last 10% of train)""", enum=SOURCES)
     lra_dir: str = option("data/lra_release/cifar10", """directory holding cifar-10-batches-py/
         (unpacked cifar-10-python.tar.gz); used when source is lra""")
-    image_size: int = option(8, """side of the image in pixels (tokens = side^2); digits: a
-        multiple of 8 (enlarged by pixel repetition); lra: 32""", minimum=8)
+    image_size: int | None = option(None, """side of the image in pixels (tokens = side^2);
+        digits: a multiple of 8 (enlarged by pixel repetition); lra: 32""",
+        by_source={"digits": 8, "lra": CIFAR_SIZE}, minimum=8)
     seed: int = option(0, "digits; seed of the 80/10/10 split", minimum=0)
 
     def __post_init__(self) -> None:
+        source_defaults(self)
         if self.source == "lra" and self.image_size != CIFAR_SIZE:
             raise ValueError(f"tasks.image.image_size: got {self.image_size}; CIFAR-10 "
                              f"(source: lra) is {CIFAR_SIZE}")

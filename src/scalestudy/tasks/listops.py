@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..options import option
+from ..options import option, source_defaults
 from .contract import Split, make_split
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
@@ -60,12 +60,14 @@ class ListOpsConfig:
     max_args: int = option(5, "maximum number of arguments of a generated operator", minimum=2)
     min_length: int = option(4, """a generated example is kept only when it has more tokens
         than this (LRA's tokenisation)""", minimum=0)
-    max_length: int = option(48, """a generated example is kept only when it has fewer tokens
-        than this; also the padded sequence length the models see, so every example
-        (generated or from the release) must fit in it""", minimum=2)
+    max_length: int | None = option(None, """a generated example is kept only when it has
+        fewer tokens than this; also the padded sequence length the models see, so every
+        example (generated or from the release) must fit in it""",
+        by_source={"generate": 48, "lra": 2000}, minimum=2)
     seed: int = option(0, "seed of the generator (the data, not the training runs)", minimum=0)
 
     def __post_init__(self) -> None:
+        source_defaults(self)
         if self.source == "generate" and self.min_length + 1 >= self.max_length:
             raise ValueError(
                 f"tasks.listops: min_length {self.min_length} leaves no length below "

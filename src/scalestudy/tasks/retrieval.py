@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..options import option
+from ..options import option, source_defaults
 from . import pycorpus
 from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
@@ -46,13 +46,17 @@ class RetrievalConfig:
     lra_dir: str = option("data/lra_release/tsv_data", """directory holding
         new_aan_pairs.{train,eval,test}.tsv (tsv_data/ of lra_release.gz); used when source is
         lra""")
-    seq_len: int = option(512, "bytes per document, each of the two (LRA uses 4000)", minimum=2)
+    seq_len: int | None = option(None, "bytes per document, each of the two",
+                                 by_source={"stdlib": 512, "lra": 4000}, minimum=2)
     stdlib_dir: str = option("", """stdlib; the standard library to read ("" for the running
         Python's)""")
     n_train: int = option(2000, "stand-in; training examples (at most)", minimum=1)
     n_val: int = option(200, "stand-in; validation examples (at most)", minimum=1)
     n_test: int = option(200, "stand-in; test examples (at most)", minimum=1)
     seed: int = option(0, "seed of the stand-in's data (not of the training runs)", minimum=0)
+
+    def __post_init__(self) -> None:
+        source_defaults(self)
 
 
 def release_files(cfg: RetrievalConfig) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..options import option
+from ..options import option, source_defaults
 from . import pycorpus
 from .contract import BYTE_VOCAB, BYTES, SPLITS, Split, byte_ids, make_split
 
@@ -43,8 +43,8 @@ class TextConfig:
         of train)""", enum=SOURCES)
     lra_dir: str = option("data/lra_release/imdb", """directory holding aclImdb/ (unpacked
         aclImdb_v1.tar.gz); used when source is lra""")
-    seq_len: int = option(512, "bytes per document (longer ones are cut; LRA uses 4000)",
-                          minimum=2)
+    seq_len: int | None = option(None, "bytes per document (longer ones are cut)",
+                                 by_source={"stdlib": 512, "lra": 4000}, minimum=2)
     packages: tuple[str, ...] = option(("asyncio", "email"), """stdlib: the standard-library
         packages whose files are the classes (one class each)""", minItems=2, uniqueItems=True)
     stdlib_dir: str = option("", """stdlib; the standard library to read ("" for the running
@@ -55,6 +55,7 @@ class TextConfig:
     seed: int = option(0, "seed of the stand-in's data (not of the training runs)", minimum=0)
 
     def __post_init__(self) -> None:
+        source_defaults(self)
         object.__setattr__(self, "packages", tuple(self.packages))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import io
 import json
 import os
 import random
@@ -260,7 +261,11 @@ def prepare(cfg: UpstreamConfig, out_dir: Path) -> dict[str, int]:
                 "sequences": counts, "documents": used}
     with replacing_directory(out_dir) as staged:
         for split, path in split_files(staged).items():
-            torch.save(tokens[split], path)
+            # Through memory: torch.save writing a file itself reports a full disk
+            # as a RuntimeError ("unexpected pos"), a file write as the OSError it is.
+            buffer = io.BytesIO()
+            torch.save(tokens[split], buffer)
+            path.write_bytes(buffer.getbuffer())
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return counts
 

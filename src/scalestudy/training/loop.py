@@ -17,7 +17,7 @@ What a run gets, and where it lives:
   non-finite loss, SIGTERM/USR1), validation every val_every steps, the train
   loss every log_every steps to metrics.csv;
 - `last.ckpt` at every validation, at the end of training and on SIGTERM or
-  USR1 (scalestudy.resume), written atomically; with `keep_best`, `best.ckpt`
+  USR1 (training/resume.py), written atomically; with `keep_best`, `best.ckpt`
   at each validation that improves the validation loss (pretraining);
 - `TrainingLoop.resume`: the weights, optimiser, schedule, loop counters, data order
   and position, RNG streams and plateau history of a checkpoint, so a resumed
@@ -53,7 +53,7 @@ from .. import faults
 from ..atomic import replacing
 from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
 from ..study.specs import batch_shares
-from . import resume
+from . import resume, trackers
 from .plateau import plateaued
 
 LAST = resume.CHECKPOINT
@@ -80,17 +80,19 @@ def resolved_precision(hw) -> str:
     return "bf16-mixed" if cuda and torch.cuda.is_bf16_supported() else "32-true"
 
 
-def make_fabric(hw, run_dir: Path) -> Fabric:
+def make_fabric(hw, run_dir: Path, loggers: list | None = None) -> Fabric:
     """The one Fabric factory: hardware and numerics from `hw`
-    (study.specs.TrainerConfig), the history to run_dir/metrics.csv;
-    launched (under DDP, the other ranks' processes run the same command)."""
+    (study.specs.TrainerConfig), the history to `loggers` (default:
+    run_dir/metrics.csv; a run's trackers: training/trackers.py); launched
+    (under DDP, the other ranks' processes run the same command)."""
     if hw.deterministic:  # cuBLAS reads it when it starts, at the first matmul
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     # One run is one process (one SLURM task) that starts its devices'
-    # processes itself: no SLURM environment detection (see scalestudy.resume).
+    # processes itself: no SLURM environment detection (see training/resume.py).
     fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
                     precision=resolved_precision(hw), plugins=[LightningEnvironment()],
-                    loggers=CSVLogger(run_dir, name="", version=""))
+                    loggers=[CSVLogger(run_dir, name="", version="")] if loggers is None
+                    else loggers)
     torch.use_deterministic_algorithms(hw.deterministic)
     # One setting for both: cuDNN convolutions use TF32 by default even where
     # matmuls are plain float32.
@@ -240,8 +242,7 @@ class TrainingLoop:
                        commit=self.fabric.is_global_zero) as temporary:
             self.fabric.save(temporary, self.state())
         self.fabric.barrier()  # every rank reads the same file (pretraining's best.ckpt)
-        for logger in self.fabric.loggers:
-            logger.save()
+        trackers.save(self.fabric.loggers)
 
     def resume(self, path: Path) -> None:
         """Continue from a checkpoint this run's spec wrote (resume.resume_point)."""

@@ -2,7 +2,7 @@
 
 A fit stops at its validation loss's plateau: when, over the last
 PLATEAU_WINDOW (a fifth) of its steps, the best validation loss improved by
-under PLATEAU_GAIN (2%, relative). Judged at every validation (loop.Fit.validate)
+under PLATEAU_GAIN (2%, relative). Judged at every validation (loop.TrainingLoop.validate)
 from the PLATEAU_MIN_VALIDATIONS-th validation interval on, so that the window
 always spans at least one interval; max_steps stays the cap.
 

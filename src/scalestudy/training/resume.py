@@ -4,7 +4,7 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
 `retries`, or the same `snakemake` command after a crash) and the `train` or
 `pretrain` command resumes from `last.ckpt` in its own run directory.
 
-- Every run keeps `last.ckpt` (scalestudy.loop): written at each validation
+- Every run keeps `last.ckpt` (training/loop.py): written at each validation
   and at the end of training and, on SIGTERM or on SLURM's warning before the
   time limit (`sbatch --signal=USR1@<seconds>`), at the end of the step under
   way (`loop.StopSignal`). The command then exits with `PREEMPTED_EXIT` and
@@ -14,7 +14,7 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
   name and renamed, so a kill mid-write leaves the previous one whole.
 - `resume_point` accepts `last.ckpt` only if it was written for this run's
   spec (its config hash is stored in the checkpoint); otherwise the run starts
-  over. `loop.Fit.resume` then restores the weights, optimiser, schedule, loop
+  over. `loop.TrainingLoop.resume` then restores the weights, optimiser, schedule, loop
   counters, the data loader's epoch and position (torchdata's
   StatefulDataLoader, `train.loader`) and the module's RNG streams, so on a
   CPU the final record equals an uninterrupted run's (tests/test_resume.py).
@@ -53,6 +53,17 @@ def keep_history(run_dir: Path) -> Path | None:
         return None
     attempt = len(list(Path(run_dir).glob("metrics.attempt*.csv"))) + 1
     return history.replace(Path(run_dir) / f"metrics.attempt{attempt}.csv")
+
+
+def checkpoint_step(run_dir: Path, config_hash: str) -> int | None:
+    """The step `resume_point`'s checkpoint resumes at, or None (quietly: a
+    tracker asks before the run says why it starts over)."""
+    path = Path(run_dir) / CHECKPOINT
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # absent, truncated or not a checkpoint
+        return None
+    return int(state["global_step"]) if state.get(SPEC_KEY) == config_hash else None
 
 
 def resume_point(run_dir: Path, config_hash: str) -> Path | None:

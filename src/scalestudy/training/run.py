@@ -33,9 +33,10 @@ import torch
 from lightning.fabric import Fabric, seed_everything
 
 from .. import __version__
+from ..atomic import no_space
 from ..records import error_line, write_record
 from ..study.specs import Spec, TrainConfig, batch_shares
-from . import devices, resume
+from . import devices, resume, trackers
 from .data import shard
 from .flops import count_params, flops_per_step
 from .loop import Diverged, TrainingLoop, make_fabric, to_device
@@ -129,7 +130,7 @@ def start(spec: Spec, run_dir: Path) -> Fabric:
         torch.set_num_threads(spec.trainer.threads)
     quiet_lightning()
     devices.claim(spec.trainer)
-    fabric = make_fabric(spec.trainer, run_dir)
+    fabric = make_fabric(spec.trainer, run_dir, loggers=trackers.open_trackers(spec, run_dir))
     seed_everything(spec.seed, verbose=False)
     return fabric
 
@@ -224,13 +225,18 @@ def train_and_record(
         status = "diverged"  # at loop.diverged_step; the last finite loss logged stays
         metrics["train_loss"] = loop.train_loss
     except Exception as err:  # a run that crashes is data too: record it ...
+        full = no_space(err, run_dir)
+        if full:  # a full disk is no result of the run: no record, one message
+            trackers.stop(fabric.loggers, "failed", quiet=True)
+            raise full from None
         if fails_the_job(err):  # ... unless the machine failed it (job_errors)
+            trackers.stop(fabric.loggers, "failed", quiet=True)
             raise
         status, error = "failed", error_line(err)
         traceback.print_exc()
-    finally:
-        for logger in fabric.loggers:
-            logger.finalize("success")
+    except BaseException:  # stopped for a resume (loop.Preempted), interrupted
+        trackers.stop(fabric.loggers, "killed")
+        raise
     wall = loop.elapsed()
     # Every device's tokens (DDP: each rank counted its own shard's).
     tokens = int(fabric.all_reduce(torch.tensor(loop.tokens_seen, device=fabric.device),
@@ -243,6 +249,7 @@ def train_and_record(
         device=str(fabric.device),
         **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
     )
+    trackers.finish(fabric.loggers, record)
     if fabric.is_global_zero:
         write_record(record, path)
     return record

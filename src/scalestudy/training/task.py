@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from .. import tasks
 from ..models import backbone_class, backbone_config
 from ..models.heads import ClassifierHead
@@ -67,7 +69,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
                          f"{pretrain_record['status']}, so there is nothing to start from")
     fabric = start(spec, run_dir)
     data = tasks.load(spec.task, spec.task_config, data_dir)
-    model, report = build_classifier(spec, prior.schedule(spec.train), data, pretrained)
+    model, report = build_classifier(spec, prior.schedule(spec.train, spec.arch), data,
+                                     pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
     flops = step_flops(fabric, model, data.splits["train"], model.cfg.batch_size,
@@ -78,7 +81,11 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
               "data_checksum": data_checksum(data_dir)}
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
-                      upstream_loss=float(pretrain_record["upstream_loss"]))
+                      upstream_loss=float(pretrain_record["upstream_loss"]),
+                      # null for a pretraining record written before the field
+                      pretrain_causal=(None if pd.isna(pretrain_record["causal"])
+                                       else bool(pretrain_record["causal"])),
+                      pretrain_seed=int(pretrain_record["seed"]))
 
     def after_training(loop) -> dict:
         test = shard(fabric, data.splits["test"], model.cfg.batch_size, spec.seed, False)

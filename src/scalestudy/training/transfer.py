@@ -30,7 +30,7 @@ UNUSED_AFTER_PRETRAINING: dict[str, tuple[str, ...]] = {"funnel": ("decoder.",)}
 
 
 def load_checkpoint(path) -> dict:
-    """A run's checkpoint (scalestudy.loop), read without executing code from
+    """A run's checkpoint (training/loop.py), read without executing code from
     the file (`weights_only`: tensors and plain containers only)."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -44,7 +44,7 @@ def backbone_state(source: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     """The backbone part of a state dict (or of a whole checkpoint dict),
     prefix stripped."""
     if "state_dict" in source and isinstance(source["state_dict"], Mapping):
-        source = source["state_dict"]  # a whole checkpoint (scalestudy.loop)
+        source = source["state_dict"]  # a whole checkpoint (training/loop.py)
     return {k[len(PREFIX):]: v for k, v in source.items() if k.startswith(PREFIX)}
 
 

@@ -4,15 +4,18 @@ Usage: `scalestudy claims RUNS.parquet FITS.parquet --out claims.md` (also run
 as `python analysis/claims.py ...`), or `scalestudy analyse`; both call
 `write_claims`. The code lives in the package so that every install has it.
 
-Each claim is stated as in its paper, measured on the study with a bootstrap
-interval, and judged by a decision rule fixed here in advance and printed with the
-verdict (no threshold is tuned to the data):
-
-- an interval comparison *holds* when the intervals separate in the claimed
-  direction; it *does not hold* when they separate the other way or overlap (the
-  study does not show the claim at this confidence); it has *not enough data* when
-  a quantity is missing or has no interval (fewer than three sizes, a missing
-  architecture or prior, one run where an interval needs several).
+Each claim is stated as in its paper, measured on the study with an interval
+at the study's level (95% by default), and judged by a decision rule fixed
+here in advance and printed with the verdict (no threshold is tuned to the
+data). A claim is judged per scope (a task, an architecture, ...): *holds* when
+the rule's conditions are shown, *does not hold* when they are not (the study
+does not show the claim at this confidence, or shows the opposite), *not
+enough data* when a quantity is missing or has no interval (fewer than three
+sizes, a missing architecture or prior, one run where an interval needs
+several). Its scopes then make its own verdict by a stated rule
+(check.COMBINE_RULES): most claims hold only where every scope holds, so
+that on a study with no effect anywhere a claim holds at most 2.5% of the time
+(tests/test_claim_null_rates.py measures it on the presets' grids).
 
 Papers: Tay et al. 2022, "Scaling Laws vs Model Architectures: How does Inductive
 Bias Influence Scaling?" (arXiv:2207.10551); Amos, Berant & Gupta 2023, "Never
@@ -20,11 +23,19 @@ Train from Scratch: Fair Comparison of Long-Sequence Models Requires Data-Driven
 Priors" (ICLR 2024, arXiv:2310.02980); Xu et al. 2021, "Optimizing Deeper
 Transformers on Small Datasets" (ACL 2021, arXiv:2012.15355).
 
+Where each paper states a claim (`source`) was checked against what could be
+read: the three abstracts, and the README of Amos et al.'s repository
+(IdoAmos/not-from-scratch), which names the paper's sections 3.1-3.5 and 3.7.
+A location that could not be checked against the paper's own text says
+"unverified" instead of a section number.
+
 `CLAIMS` is the claim registry, in the order claims.md lists them: each entry
-names the function that checks it (in the module of its paper: tay.py,
-amos.py, xu.py), which returns one `Check` per scope (a task, an
-architecture, ...). check.py holds the verdicts and the text helpers,
-stats.py the statistics the rules decide on, report.py the Markdown.
+holds the claim's text, source and rule, the function that measures and
+decides it (in the module of its paper: tay.py, amos.py, xu.py) and the
+architectures and priors it is about (`params`, passed to the function, which
+names no architecture or prior itself). check.py holds the verdicts and the
+text helpers, stats.py the statistics the rules decide on, report.py the
+Markdown.
 
 Torch-free: imports only the analysis modules of scalestudy.
 """
@@ -33,7 +44,7 @@ Torch-free: imports only the analysis modules of scalestudy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -41,47 +52,209 @@ import pandas as pd
 from ...atomic import write_text
 from ...registry import Registry
 from . import amos, tay, xu
-from .check import Check
+from .check import AMOS, ANY, EVERY, TAY, XU, Check, Scope, Study, combine, reference_arch
+
+__all__ = ["CLAIMS", "Claim", "Study", "evaluate", "write_claims"]
 from .report import claims_markdown
+
+REFERENCE = reference_arch()  # the vanilla transformer (architectures.py)
+UNVERIFIED = "location in the paper unverified"
+ALPHA_RULE = (
+    "the log-log exponent of each architecture's runs (x: the fits' axis, training "
+    "compute by default), and the difference of two exponents with a percentile-bootstrap "
+    "interval: runs resampled within each size (no resample loses a size), rescaled and "
+    "t-expanded for few seeds, paired where the two share sizes and seeds "
+    "(analysis/stats.py); no interval with a single run at some size (one seed, or the one "
+    "shared upstream run per size unless pretrain.seeds: per_seed)"
+)
+ACCURACY_RULE = (
+    "test accuracy, mean over the sizes the compared cells share, with Welch's t-interval "
+    "over each cell's runs (the grid's sizes fixed; two runs per cell needed)"
+)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the registry: its checking function, which reads the fits
-    (`reads` "fits") or the runs with the bootstrap settings ("runs")."""
+    """A claim of the registry: what it says, where, the rule, the function that
+    measures and decides each scope (`check(study, **params)`), the names it is
+    about, and how its scopes make its verdict (check.COMBINE_RULES)."""
 
     name: str
-    check: Callable[..., list[Check]]
-    reads: str
+    text: str
+    source: str
+    rule: str
+    check: Callable[..., list[Scope]]
+    params: dict = field(default_factory=dict)
+    combine: str = EVERY
 
-    def checks(self, runs: pd.DataFrame, fits: pd.DataFrame, boot: dict) -> list[Check]:
-        return self.check(fits) if self.reads == "fits" else self.check(runs, **boot)
+    def scopes(self, study: Study) -> list[Scope]:
+        return self.check(study, **self.params)
+
+    def checks(self, study: Study) -> list[Check]:
+        scopes = self.scopes(study)
+        verdict = combine([s.verdict for s in scopes], self.combine)
+        return [Check(self.text, self.source, self.rule, s.scope, s.measurement, s.verdict,
+                      verdict, self.combine) for s in scopes]
 
 
+C = Claim
 CLAIMS: Registry[Claim] = Registry("claim", [
-    Claim("vanilla_scales_best_upstream", tay.vanilla_scales_best_upstream, "fits"),
-    Claim("performer_albert_scale_poorly", tay.performer_albert_scale_poorly, "fits"),
-    Claim("spt_closes_s4_gap", amos.spt_closes_s4_gap, "runs"),
-    Claim("spt_beats_matched", amos.spt_beats_matched, "runs"),
-    Claim("dtfixup_trains_deep", xu.dtfixup_trains_deep, "runs"),
-    Claim("switch_transfers_best", tay.switch_transfers_best, "fits"),
-    Claim("best_arch_changes_with_scale", tay.best_arch_changes_with_scale, "runs"),
-    Claim("depth_beats_width", tay.depth_beats_width, "runs"),
-    Claim("minimal_variants_scale_like_transformer",
-          tay.minimal_variants_scale_like_transformer, "fits"),
-    Claim("flat_or_negative_downstream", tay.flat_or_negative_downstream, "fits"),
-    Claim("spt_beats_random_every_size", amos.spt_beats_random_every_size, "runs"),
-    Claim("structure_redundant_under_spt", amos.structure_redundant_under_spt, "runs"),
-    Claim("spt_works_with_both_objectives", amos.spt_works_with_both_objectives, "runs"),
-    Claim("dtfixup_deeper_is_better", xu.dtfixup_deeper_is_better, "runs"),
+    C("vanilla_scales_best_upstream",
+      "The vanilla Transformer scales best upstream (largest alpha_U)",
+      f"{TAY}; {UNVERIFIED} (recalled as a finding of its introduction and its upstream "
+      "scaling figure; not checked against the text)",
+      f"alpha_U, {ALPHA_RULE}. Holds when the difference {REFERENCE} minus every other "
+      "architecture lies above 0; does not hold when one does not; not enough data when one "
+      "has no interval",
+      tay.vanilla_scales_best_upstream, {"reference": REFERENCE}),
+    C("performer_albert_scale_poorly",
+      "Performer and ALBERT scale worse than the vanilla Transformer",
+      f"{TAY}; {UNVERIFIED} (recalled from its summary of findings)",
+      f"upstream alpha_U and per task downstream alpha_D (upstream prior), {ALPHA_RULE}. "
+      f"Per architecture and scope, holds when its exponent minus {REFERENCE}'s lies below 0",
+      tay.archs_scale_worse,
+      {"archs": ("performer", "albert"), "reference": REFERENCE, "prior": "upstream"}),
+    C("spt_closes_s4_gap",
+      "SPT closes most of the Transformer-S4 gap",
+      f"{AMOS}, abstract (with self-pretraining on the task's own data, 'very small gaps "
+      "between Transformers and state space models'; vanilla Transformers match S4 on Long "
+      "Range Arena when pretrained); section: the authors' README lays out LRA pretraining "
+      "and finetuning as sections 3.1-3.5, the table's number unverified",
+      f"per task, gap = s4 minus transformer, {ACCURACY_RULE}. Holds when the gap under "
+      "random init lies above 0 (the premise: a gap to close) and SPT closes most of it: "
+      "the gap under spt below half the gap under random (the interval of half the random "
+      "gap minus the spt gap above 0); the measurement says how much of it closes",
+      amos.gap_closes,
+      {"first": "s4", "second": "transformer", "treatment": "spt", "control": "random"}),
+    C("spt_beats_matched",
+      "SPT beats the compute-matched control",
+      "this project's own control of SPT's extra compute (scratch_matched: random init "
+      f"trained for SPT's pretraining plus finetuning FLOPs); whether {AMOS} addresses the "
+      "extra compute of pretraining, and where: unverified",
+      f"per task and architecture, spt minus scratch_matched, {ACCURACY_RULE}; holds when "
+      "the interval lies above 0",
+      amos.beats_control, {"treatment": "spt", "control": "scratch_matched"}),
+    C("dtfixup_trains_deep",
+      "DT-Fixup trains deep LayerNorm-free stacks where the standard recipe fails",
+      f"{XU}, abstract ('with proper initialization and optimization, the benefits of very "
+      "deep transformers can carry over to challenging tasks with small datasets'; 48 "
+      "layers trained); LayerNorm-free, without warm-up: the method's own sections, "
+      "unverified",
+      "per task and architecture, at the deepest depth with both dtfixup runs and "
+      "LayerNorm-free runs of the standard initialisation (prior random_noln, or random "
+      "with train.norm: none): does not hold if a dtfixup run diverged or failed; holds if "
+      "every dtfixup run finished and every standard run diverged or failed; otherwise "
+      f"dtfixup minus standard, {ACCURACY_RULE}, above 0",
+      xu.trains_deep, {"treatment": "dtfixup", "standard": ("random_noln", "random")}),
+    C("switch_transfers_best",
+      "Switch has the highest alpha_U,D",
+      f"{TAY}; {UNVERIFIED} (recalled from its comparison of downstream against upstream "
+      "performance)",
+      "per task, alpha_U,D: the log-log slope of downstream error against upstream loss "
+      f"(upstream prior), {ALPHA_RULE}. Holds when switch minus every other architecture "
+      "lies above 0",
+      tay.transfers_best, {"arch": "switch", "prior": "upstream"}),
+    C("best_arch_changes_with_scale",
+      "The best architecture changes with scale",
+      f"{TAY}, abstract ('the best performing model can fluctuate at different scales')",
+      "per task and prior (and scaling protocol, where several are collected together): "
+      "the leader (best mean test accuracy) at the smallest and at the largest size of the "
+      "grid, sizes ordered by parameters. Holds in a scope when the two leaders differ and "
+      "each is ahead of every other architecture at its size (Welch's one-sided test of "
+      "each difference, two runs per cell), at the study's level divided by the number of "
+      "scopes judged (Bonferroni). A ranking that changes only among the followers, or "
+      "leaders within the noise of each other, does not hold. The measurement gives the "
+      "two leaders' differences and the pairs that cross with both differences outside "
+      "their intervals",
+      tay.best_arch_changes_with_scale, combine=ANY),
+    C("depth_beats_width",
+      "Depth scaling helps downstream more than width scaling",
+      f"{TAY}; {UNVERIFIED} (recalled from its comparison of scaling protocols for the "
+      "MoS-Transformer, Transformer, Evolved Transformer and LConv)",
+      "per task, architecture and prior: the `depth` minus the `width` protocol "
+      "(train.protocol; one study per protocol, their runs collected together) at the "
+      "sizes where both have runs and build different shapes (the anchor size xs builds "
+      "the same under both and is left out), which keep the same ~12 L D^2 budget; "
+      f"{ACCURACY_RULE}; holds when the interval lies above 0",
+      tay.depth_beats_width,
+      {"archs": ("mos", "transformer", "evolved", "lconv"), "protocols": ("depth", "width")}),
+    C("minimal_variants_scale_like_transformer",
+      "GLU and MoS scale like the Transformer",
+      f"{TAY}; {UNVERIFIED} (recalled from its summary of findings: the models closest to "
+      "the vanilla Transformer scale like it)",
+      f"upstream alpha_U and per task alpha_D (upstream prior), {ALPHA_RULE}. An "
+      "equivalence rule (two one-sided tests): holds when the interval of the variant's "
+      f"exponent minus {REFERENCE}'s lies within +-25% of {REFERENCE}'s exponent; not "
+      "enough data when the interval is wider than that band (it could not show "
+      "equivalence) or missing; does not hold otherwise",
+      tay.scale_like_reference,
+      {"archs": ("glu", "mos"), "reference": REFERENCE, "prior": "upstream", "margin": 0.25}),
+    C("flat_or_negative_downstream",
+      "Mixer, Performer and ALBERT scale flat or negatively downstream",
+      f"{TAY}; {UNVERIFIED} (recalled from its summary of findings and downstream results)",
+      f"per task, alpha_D (upstream prior), {ALPHA_RULE}. Against the transformer: holds "
+      f"only where {REFERENCE}'s own alpha_D interval lies above 0 (it scales here), the "
+      f"architecture's exponent minus {REFERENCE}'s lies below 0, and the architecture's "
+      "own interval reaches 0 or below; does not hold when one of these is not shown",
+      tay.flat_or_negative,
+      {"archs": ("mixer", "performer", "albert"), "reference": REFERENCE, "prior": "upstream"}),
+    C("spt_beats_random_every_size",
+      "SPT beats random init at every model size",
+      f"{AMOS}; {UNVERIFIED} (the abstract reports gains across architectures, not "
+      "per model size)",
+      "per task and architecture, at each size of the grid: spt minus random test accuracy "
+      "with Welch's interval (two runs per cell). Holds when the interval lies above 0 at "
+      "every size; does not hold when at some size it does not; otherwise not enough data",
+      amos.beats_control_every_size, {"treatment": "spt", "control": "random"}),
+    C("structure_redundant_under_spt",
+      "SPT makes the structured S4 parameterisation mostly redundant",
+      f"{AMOS}, abstract (structured parameterizations for SSMs 'become mostly redundant in "
+      "the presence of data-driven initialization obtained through pretraining'); section "
+      "unverified. Its unstructured model is the diagonal linear RNN of the authors' "
+      "repository (configs/model/layer/dlr.yaml): `dlr` here",
+      f"per task, gap = s4 (S4D-Lin) minus dlr (unstructured), {ACCURACY_RULE}. Holds when "
+      "the gap under random init lies above 0 (the premise: structure helps from scratch) "
+      "and SPT makes it mostly redundant: the gap under spt below half the gap under random "
+      "(the interval of half the random gap minus the spt gap above 0); the measurement "
+      "says how much of the gap closes",
+      amos.gap_closes,
+      {"first": "s4", "second": "dlr", "treatment": "spt", "control": "random"}),
+    C("spt_works_with_both_objectives",
+      "SPT works with both denoising objectives",
+      "the authors' repository README (IdoAmos/not-from-scratch, 'Section 3.1-3.5: "
+      "Pretraining and Fine-tuning on LRA': pretraining 'with 50% masking ratio or causal "
+      f"masking'); {AMOS}, the paper's own text: unverified",
+      "per task, architecture and objective (masked, or next token when the pretraining was "
+      "causal: the records' pretrain_causal): the SPT prior minus the random-init control "
+      "that finetunes at the same causality (the records' causal: spt_causal finetunes "
+      f"bidirectionally as Amos et al. do, against random), {ACCURACY_RULE}; holds where "
+      "every objective's row lies above 0; an objective whose prior is not in the grid has "
+      "not enough data",
+      amos.both_objectives,
+      {"treatments": ("spt", "spt_causal"), "controls": ("random", "random_causal")}),
+    C("dtfixup_deeper_is_better",
+      "Under DT-Fixup deeper stacks generalise better; the standard recipe does not",
+      f"{XU}, abstract ('increasing depth can help improve generalization on small datasets "
+      "for hard cases that require reasoning and structural understanding'); the standard "
+      "recipe's failure with depth: the paper's experiments, section unverified",
+      "per task and architecture, at the width with most depths that have both dtfixup and "
+      "standard LayerNorm-free runs (random_noln, or random with train.norm none; e.g. the "
+      "depth protocol), shallowest and deepest of those depths: rise = accuracy at the "
+      "deepest minus at the shallowest, Welch's interval (two runs per cell). Holds when "
+      "dtfixup's rise lies above 0 and the standard recipe degrades (its rise below 0) or "
+      "fails (every standard run at the deepest depth diverged or failed); does not hold "
+      "when dtfixup's rise does not lie above 0, dtfixup fails at the deepest depth, or the "
+      "standard recipe neither degrades nor fails; otherwise not enough data",
+      xu.deeper_is_better, {"treatment": "dtfixup", "standard": ("random_noln", "random")}),
 ])
 
 
 def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95,
              seed: int = 0) -> pd.DataFrame:
-    """Every check of every claim, one row each (columns of `Check`)."""
-    boot = {"n_boot": n_boot, "ci": ci, "seed": seed}
-    checks = [c for claim in CLAIMS.values() for c in claim.checks(runs, fits, boot)]
+    """Every scope of every claim, one row each (columns of `Check`): the scope's
+    verdict and its claim's."""
+    study = Study.of(runs, fits, n_boot=n_boot, ci=ci, seed=seed)
+    checks = [c for claim in CLAIMS.values() for c in claim.checks(study)]
     return pd.DataFrame([c.as_dict() for c in checks])
 
 

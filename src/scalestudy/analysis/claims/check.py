@@ -1,5 +1,6 @@
-"""A claim's verdicts, the check it yields per scope, and the helpers that
-turn fits and contrasts into its measurement text.
+"""A claim's verdicts: the result it yields per scope, how the scopes' verdicts
+make the claim's own, the study a claim reads, and the text helpers that turn
+measurements into claims.md's cells.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...architectures import ARCHITECTURES
-from ..fits import select
+from .. import X_AXES
 
 HOLDS, FAILS, NO_DATA = "holds", "does not hold", "not enough data"
 VERDICTS = (HOLDS, FAILS, NO_DATA)
@@ -19,32 +20,82 @@ TAY = "Tay et al. 2022 (arXiv:2207.10551)"
 AMOS = "Amos et al. 2023 (ICLR 2024, arXiv:2310.02980)"
 XU = "Xu et al. 2021 (ACL 2021, arXiv:2012.15355)"
 
-INTERVAL_RULE = (
-    "holds when the intervals separate in the claimed direction; does not hold when "
-    "they separate the other way or overlap; not enough data when a fit is missing or "
-    "refused (fewer than three sizes) or has no interval"
-)
-CONTRAST_RULE = (
-    "Interval: percentile bootstrap, resampling sizes (with at least three shared sizes) "
-    "and runs within each cell; holds when the interval lies above 0; does not hold when it "
-    "lies below 0 or contains 0; not enough data without a shared size or an interval"
-)
+# How a claim's scopes make its verdict (Claim.combine).
+EVERY, ANY = "every", "any"
+COMBINE_RULES = {
+    EVERY: "the claim holds when every scope holds, does not hold when some scope does "
+           "not, and otherwise has not enough data (an intersection-union test: with no "
+           "effect anywhere it holds at most as often as one scope would)",
+    ANY: "the claim holds when some scope holds, each judged at the Bonferroni level (the "
+         "study's level divided by the number of scopes judged); it does not hold when "
+         "some scope was judged and none holds; otherwise not enough data",
+}
 
 
 @dataclass(frozen=True)
-class Check:
-    """One claim judged on one scope (a task, an architecture...)."""
+class Scope:
+    """One claim measured and decided on one scope (a task, an architecture...)."""
 
-    claim: str
-    source: str  # where the paper states it
-    rule: str  # the decision rule
     scope: str
     measurement: str  # our number(s) with interval(s)
     verdict: str  # one of VERDICTS
 
+
+@dataclass(frozen=True)
+class Check:
+    """A scope's row of claims.md: the claim, where the paper states it, the rule,
+    the scope's measurement and verdict, the claim's overall verdict and how its
+    scopes make it (a COMBINE_RULES key)."""
+
+    claim: str
+    source: str
+    rule: str
+    scope: str
+    measurement: str
+    verdict: str
+    claim_verdict: str
+    combine: str
+
     def as_dict(self) -> dict:
         return asdict(self)
 
+
+def combine(verdicts: list[str], how: str) -> str:
+    """The claim's verdict from its scopes' (COMBINE_RULES)."""
+    if how == EVERY:
+        if FAILS in verdicts:
+            return FAILS
+        return HOLDS if verdicts and all(v == HOLDS for v in verdicts) else NO_DATA
+    if how == ANY:
+        if HOLDS in verdicts:
+            return HOLDS
+        return FAILS if FAILS in verdicts else NO_DATA
+    raise ValueError(f"combine: got {how!r}, accepted values: {', '.join(COMBINE_RULES)}")
+
+
+@dataclass(frozen=True)
+class Study:
+    """What a claim reads: the runs, the fits' x axis, the bootstrap settings."""
+
+    runs: pd.DataFrame
+    x_axis: str = "compute"
+    n_boot: int = 1000
+    ci: float = 0.95
+    seed: int = 0
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, **boot) -> Study:
+        """The study of `runs`, on the x axis its `fits` were fitted on. Text
+        columns become Python objects: with pandas' Arrow strings the claims'
+        many small selections cost several times their arithmetic."""
+        axes = set(fits["x_axis"]) & set(X_AXES) if "x_axis" in fits else set()
+        runs = runs.astype({c: object for c in runs.columns
+                            if pd.api.types.is_string_dtype(runs[c])})
+        return cls(runs, axes.pop() if len(axes) == 1 else "compute", **boot)
+
+    @property
+    def boot(self) -> dict:
+        return {"n_boot": self.n_boot, "ci": self.ci, "seed": self.seed}
 
 
 def fmt(est: float, low: float, high: float) -> str:
@@ -53,53 +104,68 @@ def fmt(est: float, low: float, high: float) -> str:
     return f"{est:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def fit_text(row: pd.Series) -> str:
-    if row["status"] != "ok":
-        return f"n/a ({row['status']})"
-    return fmt(row["alpha"], row["alpha_low"], row["alpha_high"])
+def stat_text(d: dict, what: str) -> str:
+    """`what = estimate [low, high]` of a statistic dict (estimate, low, high,
+    status, optionally sizes), with its status when it is not ok."""
+    if np.isnan(d["estimate"]):
+        return f"{what}: n/a ({d['status']})"
+    text = f"{what} = {fmt(d['estimate'], d['low'], d['high'])}"
+    if d.get("sizes"):
+        text += " over sizes " + ", ".join(d["sizes"])
+    return text if d["status"] == "ok" else f"{text}; {d['status']}"
 
 
-def has_interval(row) -> bool:
-    return (row is not None and row["status"] == "ok"
-            and np.isfinite(row["alpha_low"]) and np.isfinite(row["alpha_high"]))
+def stats_text(items: list[tuple[dict, str]]) -> str:
+    """Several statistics' texts, joined, each status that is not ok said once at
+    the end (a comparison with every other architecture repeats them)."""
+    parts, notes = [], []
+    for d, what in items:
+        if np.isnan(d["estimate"]):
+            parts.append(f"{what}: n/a")
+        else:
+            parts.append(f"{what} = {fmt(d['estimate'], d['low'], d['high'])}")
+        if d["status"] != "ok" and d["status"] not in notes:
+            notes.append(d["status"])
+    return "; ".join(parts + notes)
 
+
+def ok(d: dict) -> bool:
+    """A statistic with an interval."""
+    return d["status"] == "ok" and np.isfinite(d["low"]) and np.isfinite(d["high"])
+
+
+def above(d: dict, bound: float = 0.0) -> str:
+    """HOLDS when the statistic's interval lies above `bound`, FAILS when it
+    does not, NO_DATA without an interval."""
+    if not ok(d):
+        return NO_DATA
+    return HOLDS if d["low"] > bound else FAILS
+
+
+def below(d: dict, bound: float = 0.0) -> str:
+    if not ok(d):
+        return NO_DATA
+    return HOLDS if d["high"] < bound else FAILS
+
+
+def all_of(*verdicts: str) -> str:
+    """Conditions that must all hold (any failing: FAILS; else any without
+    data: NO_DATA)."""
+    if FAILS in verdicts:
+        return FAILS
+    return NO_DATA if NO_DATA in verdicts else HOLDS
 
 
 def by_task_arch(runs: pd.DataFrame):
     """(task, arch) groups of `runs`, tasks sorted, architectures in registry order."""
-    rank = {a: i for i, a in enumerate(ARCHITECTURES)}
     groups = runs.groupby(["task", "arch"], sort=False)
-    return sorted(groups, key=lambda kv: (kv[0][0], rank.get(kv[0][1], len(rank)), kv[0][1]))
-
-
-def one_fit(fits: pd.DataFrame, metric: str, **where):
-    rows = select(fits, metric, **where)
-    return rows.iloc[0] if len(rows) else None
-
-
-
-def contrast_verdict(c: dict) -> str:
-    if c["status"] != "ok":
-        return NO_DATA
-    return HOLDS if c["low"] > 0 else FAILS
-
-
-
-def contrast_text(c: dict, what: str) -> str:
-    if np.isnan(c["estimate"]):
-        return f"{what}: n/a ({c['status']})"
-    text = f"{what} = {fmt(c['estimate'], c['low'], c['high'])} over sizes " + ", ".join(
-        c["sizes"])
-    return text if c["status"] == "ok" else f"{text}; {c['status']}"
-
-
-
-def diff_text(d: dict, what: str) -> str:
-    if np.isnan(d["estimate"]):
-        return f"{what}: n/a ({d['status']})"
-    text = f"{what} = {fmt(d['estimate'], d['low'], d['high'])}"
-    return text if d["status"] == "ok" else f"{text}; {d['status']}"
+    return sorted(groups, key=lambda kv: (kv[0][0], ARCHITECTURES.rank(kv[0][1])))
 
 
 def finished(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[(runs["status"] == "ok") & np.isfinite(runs["test_acc"])]
+
+
+def reference_arch() -> str:
+    """The architecture the others are compared with (the registry's reference)."""
+    return next(name for name, arch in ARCHITECTURES.items() if arch.reference)

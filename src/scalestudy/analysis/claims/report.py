@@ -1,5 +1,6 @@
-"""claims.md: a summary of the verdicts, the runs by status, then each claim with
-its source, decision rule and checks.
+"""claims.md: a summary of the claims' verdicts, the runs by status and what
+their intervals hold, then each claim with its source, decision rule, verdict and
+its scopes' checks.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import pandas as pd
 
 from ...records import STATUSES
 from ..tables import markdown
-from .check import FAILS, HOLDS, NO_DATA, VERDICTS
+from .check import COMBINE_RULES, FAILS, HOLDS, NO_DATA, VERDICTS
 
 
 def runs_markdown(runs: pd.DataFrame) -> list[str]:
@@ -24,7 +25,28 @@ def runs_markdown(runs: pd.DataFrame) -> list[str]:
         table = bad[["stage", "task", "arch", "size", "prior", "seed", "status"]].assign(
             detail=detail.str.slice(0, 120))
         out += [markdown(table), ""]
-    return out + _plateau_markdown(runs[runs["status"] == "ok"])
+    return out + _plateau_markdown(runs[runs["status"] == "ok"]) + pretraining_markdown(runs)
+
+
+def pretraining_markdown(runs: pd.DataFrame) -> list[str]:
+    """Whether the finetuning runs' intervals hold the pretraining's variance: each
+    finetuning seed with its own pretraining run (pretrain.seeds: per_seed), or
+    every seed of a cell sharing one (shared), per the records' pretrain_seed."""
+    tuned = runs[(runs["stage"] == "finetune") & (runs["status"] == "ok")]
+    if tuned.empty:
+        return []
+    if "pretrain_seed" not in tuned or tuned["pretrain_seed"].isna().all():
+        return ["The finetuning runs' records do not say which pretraining run each started "
+                "from (written before the pretrain_seed field): their intervals over seeds "
+                "may leave out the pretraining's own variance.", ""]
+    cells = tuned.groupby(["task", "arch", "size", "prior"])["pretrain_seed"].nunique()
+    per_seed = tuned["pretrain_seed"].eq(tuned["seed"]).all() and (cells > 1).any()
+    if per_seed:
+        return ["Every finetuning seed started from its own pretraining run (pretrain.seeds: "
+                "per_seed): the intervals over seeds include the pretraining's variance.", ""]
+    return [f"The finetuning seeds of a cell share one pretraining run ({int((cells == 1).sum())}"
+            f" of {len(cells)} cells; pretrain.seeds: shared): their intervals leave out the "
+            "pretraining's own variance.", ""]
 
 
 def _plateau_markdown(ok: pd.DataFrame) -> list[str]:
@@ -47,21 +69,29 @@ def _plateau_markdown(ok: pd.DataFrame) -> list[str]:
 def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
                     runs: pd.DataFrame | None = None) -> str:
     """claims.md: a summary, the runs by status, then per claim its source,
-    decision rule and checks."""
+    decision rule, verdict and scopes."""
     title = f"# Claims checked on study {study}" if study else "# Claims checked"
     out = [title, "",
-           f"Intervals are {ci:.0%} percentile-bootstrap intervals. Verdicts: "
-           f"**{HOLDS}**, **{FAILS}**, **{NO_DATA}**; each claim's decision rule is fixed in "
-           "analysis/claims.py and printed below. docs/analysis.md explains each measurement.",
-           "", "## Summary", ""]
-    summary = (checks.groupby("claim", sort=False)["verdict"].value_counts().unstack()
-               .reindex(columns=list(VERDICTS)).fillna(0).astype(int).reset_index())
-    out += [markdown(summary), ""]
+           f"Intervals are at the {ci:.0%} level. Each claim is judged per scope (**{HOLDS}**, "
+           f"**{FAILS}**, **{NO_DATA}**) by the decision rule printed with it (fixed in "
+           "src/scalestudy/analysis/claims/ before any study is read), and its scopes make "
+           "its own verdict by the rule given with it. docs/analysis.md explains each "
+           "measurement.", "", "## Summary", ""]
+    counts = (checks.groupby("claim", sort=False)["verdict"].value_counts().unstack()
+              .reindex(columns=list(VERDICTS)).fillna(0).astype(int))
+    first = checks.groupby("claim", sort=False).first()
+    summary = pd.DataFrame({
+        "claim": counts.index, "verdict": first.loc[counts.index, "claim_verdict"].to_numpy(),
+        "scopes": [f"{h} / {f} / {n}" for h, f, n in counts.to_numpy()]})
+    out += [markdown(summary.rename(columns={
+        "scopes": f"scopes: {HOLDS} / {FAILS} / {NO_DATA}"})), ""]
     out += runs_markdown(runs) if runs is not None else []
     for claim, g in checks.groupby("claim", sort=False):
+        how = g["combine"].iloc[0]
         out += [f"## {claim}", "", f"- Where the paper states it: {g['source'].iloc[0]}",
-                f"- Decision rule: {g['rule'].iloc[0]}", ""]
+                f"- Decision rule: {g['rule'].iloc[0]}",
+                f"- Verdict: **{g['claim_verdict'].iloc[0]}**; {COMBINE_RULES[how]}", ""]
         table = g[["scope", "measurement", "verdict"]].rename(columns={
-            "scope": "scope", "measurement": "our measurement", "verdict": "verdict"})
+            "measurement": "our measurement"})
         out += [markdown(table), ""]
     return "\n".join(out)

@@ -1,114 +1,230 @@
-"""The statistics the claims decide on: interval separation, contrasts of mean
-accuracy over shared sizes with a bootstrap over sizes and runs, differences
-of means, and Spearman's rank correlation of bootstrap replicates.
+"""The statistics the claims decide on, each a dict (estimate, low, high,
+status) with an interval at the study's level:
+
+- `contrast`: a weighted sum of cells' mean accuracies, averaged over the
+  sizes they share; `mean_difference`: two groups' mean accuracies. Their
+  intervals are Welch's t-intervals over the runs (seeds) of each cell (its
+  variance pooled over sizes), the sizes fixed (the grid's): with two or three
+  seeds per cell the percentile bootstrap of a mean is far too narrow
+  (measured on null data, one-sided at 2.5%: 19% false positives for two runs
+  against two, 9.5% for three against three; Welch's interval is exact for
+  normal noise), and resampling sizes instead treats the grid's sizes as a
+  sample of sizes;
+- `alpha` and `alpha_difference`: a log-log scaling exponent, and the
+  difference of two architectures' exponents, from their runs resampled
+  within each size (analysis/stats.py: rescaled, t-expanded), paired where
+  the two share sizes and seeds (the same seeds drawn for both);
+- `leader_change`: whether the best architecture at the smallest size is
+  another than at the largest: each leader ahead of every other architecture
+  at its size (Welch, one-sided).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from ..fits import MIN_SIZES, size_order
+from ..fits import MIN_SIZES, size_order, x_values
+from ..scaling import fit_loglog, transfer_slope
+from ..stats import Strata, expanded_ci, ols, stratified
 
 
-def separation(a_low: float, a_high: float, b_low: float, b_high: float) -> str:
-    """'above' when interval a lies wholly above b, 'below' when wholly below, else
-    'overlap'."""
-    if a_low > b_high:
-        return "above"
-    if a_high < b_low:
-        return "below"
-    return "overlap"
+def _result(estimate=np.nan, low=np.nan, high=np.nan, status="ok", **more) -> dict:
+    return {"estimate": estimate, "low": low, "high": high, "status": status, **more}
 
 
+def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = 0.95) -> dict:
+    """sum_g c_g mean(x_g) with Welch's t-interval over cells: each group g is one
+    cell's runs at one size, a cell's variance pooled over its sizes (a cell's
+    seed-to-seed noise taken alike at every size: with two seeds per size, a
+    variance per size has one degree of freedom and the interval is far too
+    wide), Welch-Satterthwaite degrees of freedom across cells. `groups` are
+    (runs' accuracies, coefficient, cell); every cell needs two runs at some size."""
+    from scipy.stats import t
 
-def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *, n_boot: int = 1000,
-             ci: float = 0.95, seed: int = 0) -> dict:
+    est = float(sum(c * x.mean() for x, c, _ in groups))
+    cells: dict[str, list] = {}
+    for x, c, cell in groups:
+        cells.setdefault(cell, []).append((x, c))
+    parts = []  # per cell: (its variance of the estimate, its degrees of freedom)
+    for members in cells.values():
+        df = sum(x.size - 1 for x, _ in members)
+        if df < 1:
+            return _result(est, status="no interval: a single run in some compared cell")
+        var = sum((x.size - 1) * x.var(ddof=1) for x, _ in members if x.size > 1) / df
+        parts.append((sum(c * c * var / x.size for x, c in members), df))
+    se2 = sum(v for v, _ in parts)
+    if se2 == 0:
+        return _result(est, est, est, df=np.inf)
+    df = se2**2 / sum(v * v / k for v, k in parts)
+    half = float(t.ppf((1 + ci) / 2, df)) * np.sqrt(se2)
+    return _result(est, est - half, est + half, df=df)
+
+
+def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *, ci: float = 0.95,
+             **_) -> dict:
     """Mean over shared sizes of sum_k w_k * (mean test accuracy of cell k at that size).
 
     `cells` maps a label to (column filter, weight), e.g. {"spt": ({"prior": "spt"}, 1),
-    "control": ({"prior": "scratch_matched"}, -1)}. Only runs with status "ok" count.
-    The interval is a percentile bootstrap that resamples sizes (when at least
-    MIN_SIZES are shared) and, within each resampled size, each cell's runs; with fewer
-    sizes it resamples runs only, and needs two runs in every cell for that.
+    "control": ({"prior": "scratch_matched"}, -1)}; a filter's value may be a tuple
+    (any of them). Only runs with status "ok" count. Welch's interval over each
+    cell's runs at each shared size (two runs per cell needed).
     """
     ok = runs[(runs["status"] == "ok") & np.isfinite(runs["test_acc"])]
     per_cell = {}
     for label, (where, _) in cells.items():
         mask = np.ones(len(ok), dtype=bool)
         for column, value in where.items():
-            mask &= (ok[column] == value).to_numpy()
+            values = value if isinstance(value, tuple) else (value,)
+            mask &= ok[column].isin(values).to_numpy()
         per_cell[label] = {s: g.to_numpy(float) for s, g in
                            ok[mask].groupby("size")["test_acc"]}
     shared = set.intersection(*(set(d) for d in per_cell.values()))
     sizes = [s for s in size_order(ok) if s in shared]
-    out = {"estimate": np.nan, "low": np.nan, "high": np.nan, "n_sizes": len(sizes),
-           "sizes": sizes, "status": "ok"}
     if not sizes:
-        return {**out, "status": "no size at which every compared cell has finished runs"}
-    weights = {label: w for label, (_, w) in cells.items()}
-    per_size = np.array([sum(w * per_cell[k][s].mean() for k, w in weights.items())
-                         for s in sizes])
-    out["estimate"] = float(per_size.mean())
-    resample_sizes = len(sizes) >= MIN_SIZES
-    single = min(per_cell[k][s].size for k in cells for s in sizes) < 2
-    if not resample_sizes and single:
-        return {**out, "status": f"no interval: {len(sizes)} shared size(s) (< {MIN_SIZES}) "
-                                 "and a single run in some cell"}
-    if n_boot <= 0:
-        return {**out, "status": "no interval: n_boot = 0"}
-    rng = np.random.default_rng(seed)
-    # Each cell's bootstrap means at each size: (n_sizes, n_boot) per cell, summed.
-    boot = np.zeros((len(sizes), n_boot))
-    for k, w in weights.items():
-        for i, s in enumerate(sizes):
-            acc = per_cell[k][s]
-            boot[i] += w * acc[rng.integers(0, acc.size, (n_boot, acc.size))].mean(axis=1)
-    if resample_sizes:
-        idx = rng.integers(0, len(sizes), (n_boot, len(sizes)))
-        stats = np.take_along_axis(boot.T, idx, axis=1).mean(axis=1)
-    else:
-        stats = boot.mean(axis=0)
-    out["low"], out["high"] = (float(q) for q in np.quantile(stats, [(1 - ci) / 2,
-                                                                      (1 + ci) / 2]))
-    return out
+        return _result(status="no size at which every compared cell has finished runs",
+                       sizes=[])
+    groups = [(per_cell[k][s], w / len(sizes), k) for k, (_, w) in cells.items()
+              for s in sizes]
+    return {**welch(groups, ci), "sizes": sizes}
 
 
-
-def mean_difference(a, b, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict:
-    """mean(a) - mean(b) of two independent groups of accuracies, with a percentile
-    bootstrap interval resampling each group's runs (two runs needed in each)."""
+def mean_difference(a, b, *, ci: float = 0.95, **_) -> dict:
+    """mean(a) - mean(b) of two independent groups of accuracies, with Welch's
+    interval (two runs needed in each)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    out = {"estimate": np.nan, "low": np.nan, "high": np.nan, "sizes": [], "status": "ok"}
     if a.size == 0 or b.size == 0:
-        return {**out, "status": "a compared group has no finished run"}
-    out["estimate"] = float(a.mean() - b.mean())
-    if min(a.size, b.size) < 2:
-        return {**out, "status": "no interval: a single run in a compared group"}
-    if n_boot <= 0:
-        return {**out, "status": "no interval: n_boot = 0"}
+        return _result(status="a compared group has no finished run", sizes=[])
+    return {**welch([(a, 1.0, "a"), (b, -1.0, "b")], ci), "sizes": []}
+
+
+# --------------------------------------------------------------------------- exponents
+
+
+@dataclass(frozen=True)
+class Law:
+    """A log-log law y = c x^(sign alpha) of a cell's runs: alpha_U and alpha_D
+    fall with compute (sign -1), alpha_U,D rises with upstream loss (+1)."""
+
+    y: str  # "upstream_loss" or "error"
+    x: str = "compute"  # an X_AXES name, or "upstream_loss"
+    sign: int = -1
+
+    def points(self, runs: pd.DataFrame) -> pd.DataFrame:
+        """The runs a fit can use (ok, finite and positive x and y) with columns
+        x, y, lx, ly, in the runs' own order (the fit stage's, so that `alpha`
+        draws what fits.py draws)."""
+        runs = runs[runs["status"] == "ok"]
+        if self.y == "error":
+            runs = runs.assign(error=1.0 - runs["test_acc"])
+        x = runs[self.x] if self.x == "upstream_loss" else x_values(runs, self.x)
+        x, y = x.astype(float).to_numpy(), runs[self.y].astype(float).to_numpy()
+        keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+        return pd.DataFrame({"size": runs["size"].to_numpy()[keep],
+                             "seed": runs["seed"].to_numpy()[keep], "x": x[keep], "y": y[keep],
+                             "lx": np.log(x[keep]), "ly": np.log(y[keep])})
+
+    def cells(self, runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+        """Each architecture's points."""
+        return {arch: self.points(g) for arch, g in runs.groupby("arch", sort=False)}
+
+
+def _slope_replicates(pts: pd.DataFrame, n_boot: int, u) -> tuple[np.ndarray, int]:
+    strata = Strata(pts["size"].to_numpy())
+    drawn = stratified(strata, pts["lx"].to_numpy(), pts["ly"].to_numpy(), n_boot, u=u)
+    return (np.array([]) if drawn is None else ols(*drawn)[0]), strata.df
+
+
+def _why_not(pts: pd.DataFrame, name: str) -> str | None:
+    """Why a cell's points give no exponent (too few sizes), or none."""
+    k = pts["size"].nunique()
+    return f"{name}: not enough sizes: {k} < {MIN_SIZES}" if k < MIN_SIZES else None
+
+
+def _no_interval(pts: pd.DataFrame, name: str) -> str | None:
+    counts = pts["size"].value_counts()
+    at = pts[pts["size"].isin(counts.index[counts < 2])]
+    single = list(at.groupby("size")["x"].mean().sort_values().index)  # smallest first
+    return (f"no interval: {name} has a single run at {', '.join(single)} (the bootstrap "
+            "resamples runs within each size)") if single else None
+
+
+def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = 1000, ci: float = 0.95,
+          seed: int = 0) -> dict:
+    """One cell's exponent with its interval, from its points (`Law.points`): the
+    fit stage's own (fits.py's fit_loglog or transfer_slope on the same runs in
+    the same order)."""
+    why = _why_not(pts, name)
+    if why:
+        return _result(status=why)
+    fit = (fit_loglog if law.sign < 0 else transfer_slope)(
+        pts["x"].to_numpy(), pts["y"].to_numpy(), pts["size"].to_numpy(), n_boot=n_boot,
+        ci=ci, seed=seed)
+    why = _no_interval(pts, name) or ("no interval: n_boot = 0" if n_boot <= 0 else None)
+    return _result(fit.alpha, fit.alpha_low, fit.alpha_high, status=why or "ok")
+
+
+def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[str, str], *,
+                     n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict:
+    """alpha(a) - alpha(b) of two cells' points, with the percentile interval of
+    the replicates' difference, t-expanded (analysis/stats.py) by the smaller of
+    the two cells' within-size degrees of freedom. Paired (`paired` True) when
+    the two cells have runs of the same (size, seed) pairs: one draw of seeds
+    serves both."""
+    why = _why_not(pa, names[0]) or _why_not(pb, names[1])
+    if why:
+        return _result(status=why, paired=False)
+    pa, pb = (p.sort_values(["size", "seed"], kind="stable") for p in (pa, pb))
+    slopes = [float(ols(p["lx"].to_numpy(), p["ly"].to_numpy())[0]) for p in (pa, pb)]
+    est = law.sign * (slopes[0] - slopes[1])
+    paired = (len(pa) == len(pb) and (pa["size"].to_numpy() == pb["size"].to_numpy()).all()
+              and (pa["seed"].to_numpy() == pb["seed"].to_numpy()).all())
+    why = (_no_interval(pa, names[0]) or _no_interval(pb, names[1])
+           or ("no interval: n_boot = 0" if n_boot <= 0 else None))
+    if why:
+        return _result(est, status=why, paired=paired)
     rng = np.random.default_rng(seed)
-    stats = (a[rng.integers(0, a.size, (n_boot, a.size))].mean(axis=1)
-             - b[rng.integers(0, b.size, (n_boot, b.size))].mean(axis=1))
-    out["low"], out["high"] = (float(q) for q in np.quantile(stats, [(1 - ci) / 2,
-                                                                      (1 + ci) / 2]))
-    return out
+    u = rng.random((n_boot, len(pa)))
+    sa, df_a = _slope_replicates(pa, n_boot, u)
+    sb, df_b = _slope_replicates(pb, n_boot, u if paired else rng.random((n_boot, len(pb))))
+    low, high = expanded_ci(law.sign * (sa - sb), ci, min(df_a, df_b))
+    return _result(est, low, high, paired=paired)
 
 
-
-def spearman(x, y) -> np.ndarray:
-    """Spearman's rank correlation (average ranks for ties) of each row of `x`
-    with the same row of `y` (1-D: one value); NaN where a row is constant."""
-    from scipy.stats import rankdata
-
-    rx, ry = (rankdata(np.atleast_2d(v), axis=1) for v in (x, y))
-    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (rx * ry).sum(axis=1) / np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
-    return rho if np.ndim(x) > 1 else rho[0]
+# --------------------------------------------------------------------------- rankings
 
 
-def boot_means(groups: list[np.ndarray], rng, n_boot: int) -> np.ndarray:
-    """[n_boot, len(groups)]: each group's mean over its runs resampled."""
-    return np.stack([g[rng.integers(0, g.size, (n_boot, g.size))].mean(axis=1)
-                     for g in groups], axis=1)
+def leader_change(small: list[np.ndarray], large: list[np.ndarray], *, ci: float = 0.95,
+                  **_) -> dict:
+    """Whether the best of several architectures (their accuracies `small[i]`,
+    `large[i]` at the smallest and largest size) changes between the two sizes.
+
+    The leaders L_s, L_l are the best means at each size. The change is shown at
+    one-sided level a when L_s != L_l, L_s is ahead of every other architecture
+    at the smallest size and L_l of every other at the largest, each by Welch's
+    one-sided test at level a (`ahead(a)`: an intersection-union test, so a
+    ranking that changes among near-tied followers, or a leader chosen by noise
+    among tied ones, does not pass). Returns the leaders, the two leaders'
+    differences at each size (at the study's level), and `ahead`.
+    """
+    m_s, m_l = np.array([g.mean() for g in small]), np.array([g.mean() for g in large])
+    lead_s, lead_l = int(m_s.argmax()), int(m_l.argmax())
+    others_s = [j for j in range(len(small)) if j != lead_s]
+    others_l = [j for j in range(len(large)) if j != lead_l]
+
+    def ahead(level: float) -> bool:
+        if lead_s == lead_l:
+            return False
+        pairs = ([(small[lead_s], small[j]) for j in others_s]
+                 + [(large[lead_l], large[j]) for j in others_l])
+        return all(welch([(x, 1.0, "a"), (y, -1.0, "b")], 1 - 2 * level)["low"] > 0
+                   for x, y in pairs)
+
+    single = min(g.size for g in small + large) < 2
+    return _result(
+        status="no interval: a single run in some architecture x size cell" if single else "ok",
+        leaders=(lead_s, lead_l), ahead=ahead,
+        d_small=welch([(small[lead_s], 1.0, "a"), (small[lead_l], -1.0, "b")], ci),
+        d_large=welch([(large[lead_l], 1.0, "a"), (large[lead_s], -1.0, "b")], ci))

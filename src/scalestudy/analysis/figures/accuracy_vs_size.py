@@ -1,18 +1,55 @@
-"""Figure `accuracy_vs_size`.
+"""Figure `accuracy_vs_size`: `draw` composes a task's file of `panel`s, one per
+architecture (`panel` draws one into any Axes: the notebook API).
 """
 
 from __future__ import annotations
 
-import matplotlib
+from ...records import task_label
+from ..fits import size_order, task_runs
+from .layout import label_outer, mark_unfinished, panel_figure, unfinished_handles
+from .marks import fig_legend, mean_acc, prior_handles, seed_errorbar, spread_note
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import arch_rank, arch_style, prior_rank, prior_style, styled
 
-matplotlib.use("Agg")  # files only; never needs a display
 
-from ...records import task_label  # noqa: E402
-from ..fits import size_order, task_runs  # noqa: E402
-from .layout import label_outer, mark_unfinished, panel_figure, unfinished_handles  # noqa: E402
-from .marks import fig_legend, mean_acc, prior_handles, seed_errorbar, spread_note  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import arch_rank, arch_style, prior_rank, prior_style, styled  # noqa: E402
+@styled
+def panel(ax, runs, fits, task: str, arch: str) -> set[str]:
+    """`arch`'s test accuracy on `task` against size, one line per prior (mean
+    over seeds, +-1 sd bars), unfinished runs along the top edge. Returns the
+    statuses of the unfinished runs marked; NotDrawn without finished runs."""
+    runs_t = task_runs(runs)
+    runs_t = runs_t[runs_t["task"] == task]
+    acc_all = mean_acc(runs_t, ["arch", "prior", "size"])
+    if not (acc_all["arch"] == arch).any():
+        raise NotDrawn(f"no finished runs of {arch} on {task}")
+    present = sorted(set(acc_all["prior"]), key=prior_rank)
+    return _panel(ax, runs_t, acc_all, arch, size_order(runs_t), present)
+
+
+def _panel(ax, runs_t, acc_all, arch, sizes, present) -> set[str]:
+    pos = {s: i for i, s in enumerate(sizes)}
+    offset = {p: 0.04 * (j - (len(present) - 1) / 2) for j, p in enumerate(present)}
+    ax.set_title(arch, color=arch_style(arch)["color"])
+    ax.set_label(arch)
+    acc = acc_all[acc_all["arch"] == arch]
+    for prior in present:
+        a = acc[acc["prior"] == prior].sort_values("size", key=lambda s: s.map(pos))
+        if a.empty:
+            continue
+        # Dodge the priors sideways so that equal values stay visible.
+        x = a["size"].map(pos).to_numpy() + offset[prior]
+        stats = a.rename(columns={"count": "n"})
+        seed_errorbar(ax, x, stats, f"points:{arch}:{prior}", label=prior,
+                      **arch_style(arch), **prior_style(prior), linewidth=1.1)
+    bad = runs_t[(runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
+    unfinished = mark_unfinished(
+        ax, bad["size"].map(pos) + bad["prior"].map(offset).fillna(0.0), bad,
+        arch_style(arch)["color"])
+    ax.set_xticks(range(len(sizes)), sizes)
+    ax.set_xlim(-0.5, len(sizes) - 0.5)
+    ax.set_xlabel("size")
+    ax.set_ylabel("test accuracy")
+    return unfinished
 
 
 @styled
@@ -30,32 +67,11 @@ def draw(runs, fits, out_dir, task: str) -> Drawn:
     notes = [f"{a} (every run diverged or failed)"
              for a in sorted(set(runs_t["arch"]) - set(archs), key=arch_rank)]
     sizes = size_order(runs_t)
-    pos = {s: i for i, s in enumerate(sizes)}
     present = sorted(set(acc_all["prior"]), key=prior_rank)
-    offset = {p: 0.04 * (j - (len(present) - 1) / 2) for j, p in enumerate(present)}
     fig, axes = panel_figure(len(archs), ncols=4, size=(3.3, 2.7), sharex=True, sharey=True)
     unfinished: set[str] = set()
     for ax, arch in zip(axes, archs, strict=True):
-        ax.set_title(arch, color=arch_style(arch)["color"])
-        ax.set_label(arch)
-        acc = acc_all[acc_all["arch"] == arch]
-        for prior in present:
-            a = acc[acc["prior"] == prior].sort_values("size", key=lambda s: s.map(pos))
-            if a.empty:
-                continue
-            # Dodge the priors sideways so that equal values stay visible.
-            x = a["size"].map(pos).to_numpy() + offset[prior]
-            stats = a.rename(columns={"count": "n"})
-            seed_errorbar(ax, x, stats, f"points:{arch}:{prior}", label=prior,
-                      **arch_style(arch), **prior_style(prior), linewidth=1.1)
-        bad = runs_t[(runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
-        unfinished |= mark_unfinished(
-            ax, bad["size"].map(pos) + bad["prior"].map(offset).fillna(0.0), bad,
-            arch_style(arch)["color"])
-        ax.set_xticks(range(len(sizes)), sizes)
-        ax.set_xlim(-0.5, len(sizes) - 0.5)
-        ax.set_xlabel("size")
-        ax.set_ylabel("test accuracy")
+        unfinished |= _panel(ax, runs_t, acc_all, arch, sizes, present)
     label_outer(fig, axes)
     note = spread_note(acc_all.rename(columns={"count": "n"}))
     figure_title(fig, f"{task_label(runs, task)}: test accuracy against size", note)

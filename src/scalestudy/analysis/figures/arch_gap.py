@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..fits import size_order, task_runs  # noqa: E402
-from . import reference_arch  # noqa: E402
-from .layout import finished_runs, label_outer, panel_figure, tasks_of  # noqa: E402
-from .marks import mean_acc  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import NEUTRAL, arch_style, prior_linestyle, styled  # noqa: E402
+from ..fits import size_order, task_runs
+from . import reference_arch
+from .layout import finished_runs, label_outer, panel_figure, tasks_of
+from .marks import mean_acc
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import NEUTRAL, arch_style, prior_linestyle, styled
 
 
 def arch_gap(runs: pd.DataFrame, priors: tuple[str, ...]) -> pd.DataFrame:

@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..fits import select, task_runs, transfers_upstream  # noqa: E402
-from .layout import finished_runs, label_outer, loglog_axes, panel_figure, tasks_of  # noqa: E402
-from .marks import (  # noqa: E402
+from ..fits import select, task_runs, transfers_upstream
+from .layout import finished_runs, label_outer, loglog_axes, panel_figure, tasks_of
+from .marks import (
     alpha_text,
     arch_legends,
     band_note,
@@ -22,8 +19,8 @@ from .marks import (  # noqa: E402
     seed_errorbar,
     spread_note,
 )
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import arch_rank, arch_style, styled  # noqa: E402
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import arch_rank, arch_style, styled
 
 
 @styled
@@ -68,7 +65,7 @@ def draw(runs, fits, out_dir, tasks=None) -> Drawn:
             row = fit.iloc[0]
             if row["status"] == "ok":
                 loglog_fit(ax, cell["upstream_loss"], cell["error"], row, f"fit:{arch}",
-                            sign=1, color=style["color"], linewidth=1.2)
+                            sizes=cell["size"], sign=1, color=style["color"], linewidth=1.2)
                 loglog_fit(overlays[task], cell["upstream_loss"], cell["error"], row,
                             f"overlay:{arch}", sign=1, band=False, color=style["color"],
                             linewidth=1)

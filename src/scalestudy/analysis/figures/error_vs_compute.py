@@ -1,15 +1,12 @@
-"""Figure `error_vs_compute`.
+"""Figure `error_vs_compute`: `draw` composes its file of `panel`s, one per
+architecture x task x prior (`panel` draws one into any Axes: the notebook API).
 """
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-
-from ...records import task_label  # noqa: E402
-from ..fits import select, task_runs, x_values  # noqa: E402
-from .layout import (  # noqa: E402
+from ...records import task_label
+from ..fits import select, task_runs, x_values
+from .layout import (
     drop,
     finished_runs,
     fitted_x_axis,
@@ -21,7 +18,7 @@ from .layout import (  # noqa: E402
     tasks_of,
     unfinished_handles,
 )
-from .marks import (  # noqa: E402
+from .marks import (
     alpha_text,
     band_note,
     fmt_short,
@@ -31,8 +28,8 @@ from .marks import (  # noqa: E402
     seed_errorbar,
     spread_note,
 )
-from .output import Drawn, NotDrawn, save, title_text  # noqa: E402
-from .style import (  # noqa: E402
+from .output import Drawn, NotDrawn, save, title_text
+from .style import (
     X_LABELS,
     X_TITLES,
     arch_rank,
@@ -41,6 +38,49 @@ from .style import (  # noqa: E402
     prior_rank,
     styled,
 )
+
+
+@styled
+def panel(ax, runs, fits, task: str, prior: str, arch: str, x_axis=None) -> set[str]:
+    """`arch`'s downstream error on `task` under `prior` against x (default: the
+    fits' axis), log-log: mean over seeds (+-1 sd), the fitted alpha_D power law
+    with its bootstrap band and exponent, unfinished runs along the top edge.
+    Returns the statuses of the unfinished runs marked; NotDrawn without
+    finished runs."""
+    x_axis = x_axis or fitted_x_axis(fits)
+    runs_t = task_runs(runs)
+    ok = finished_runs(runs_t)
+    ok = ok.assign(x=x_values(ok, x_axis))
+    cell = ok[(ok["task"] == task) & (ok["prior"] == prior) & (ok["arch"] == arch)]
+    if cell.empty:
+        raise NotDrawn(f"no finished runs of {arch} on {task} under {prior}")
+    unfinished = _panel(ax, runs_t, cell, fits, task, prior, arch, x_axis)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    loglog_axes(ax, X_LABELS[x_axis], "downstream error (1 - accuracy)", minor=False)
+    return unfinished
+
+
+def _panel(ax, runs_t, cell, fits, task, prior, arch, x_axis) -> set[str]:
+    """One panel's marks: `cell` the finished runs it shows (with their x)."""
+    style = arch_style(arch)
+    ax.set_label(f"{task}/{prior}/{arch}")
+    fit = select(fits, "alpha_D", task=task, arch=arch, prior=prior)
+    if len(fit):
+        row = fit.iloc[0]
+        if row["status"] == "ok":
+            loglog_fit(ax, cell["x"], cell["error"], row, f"fit:{arch}", sizes=cell["size"],
+                       color=style["color"], linewidth=1.1, linestyle=prior_linestyle(prior))
+        alpha_text(ax, fmt_short(row, "αD"))
+    stats = over_seeds(cell, ["size"], "error", x="x")
+    seed_errorbar(ax, stats["x"], stats, f"points:{arch}", label=arch, linestyle="none",
+                  **style)
+    bad = runs_t[(runs_t["task"] == task) & (runs_t["prior"] == prior)
+                 & (runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
+    # At the run's own compute; a run that failed before training has
+    # none, and stands at its size's finished runs' mean.
+    at_size = bad["size"].map(dict(zip(stats["size"], stats["x"], strict=True)))
+    return mark_unfinished(ax, x_values(bad, x_axis).fillna(at_size), bad, style["color"])
 
 
 @styled
@@ -82,7 +122,6 @@ def draw(runs, fits, out_dir, tasks=None, x_axis=None) -> Drawn:
     multi_task = len({t for t, _ in cols}) > 1
     unfinished: set[str] = set()
     for i, arch in enumerate(archs):
-        style = arch_style(arch)
         for j, (task, prior) in enumerate(cols):
             ax = cells[i, j]
             if i == 0:
@@ -91,25 +130,7 @@ def draw(runs, fits, out_dir, tasks=None, x_axis=None) -> Drawn:
             if cell.empty:
                 drop(fig, ax)
                 continue
-            ax.set_label(f"{task}/{prior}/{arch}")
-            fit = select(fits, "alpha_D", task=task, arch=arch, prior=prior)
-            if len(fit):
-                row = fit.iloc[0]
-                if row["status"] == "ok":
-                    loglog_fit(ax, cell["x"], cell["error"], row, f"fit:{arch}",
-                                color=style["color"], linewidth=1.1,
-                                linestyle=prior_linestyle(prior))
-                alpha_text(ax, fmt_short(row, "αD"))
-            stats = over_seeds(cell, ["size"], "error", x="x")
-            seed_errorbar(ax, stats["x"], stats, f"points:{arch}", label=arch, linestyle="none",
-                      **style)
-            bad = runs_t[(runs_t["task"] == task) & (runs_t["prior"] == prior)
-                         & (runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
-            # At the run's own compute; a run that failed before training has
-            # none, and stands at its size's finished runs' mean.
-            at_size = bad["size"].map(dict(zip(stats["size"], stats["x"], strict=True)))
-            unfinished |= mark_unfinished(
-                ax, x_values(bad, x_axis).fillna(at_size), bad, style["color"])
+            unfinished |= _panel(ax, runs_t, cell, fits, task, prior, arch, x_axis)
     present = [ax for ax in cells.ravel() if ax is not None]
     for ax in present:
         ax.set_xscale("log")

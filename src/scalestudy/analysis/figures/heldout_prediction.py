@@ -3,20 +3,17 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import (
     MaxNLocator,
 )
 
-from ..fits import select  # noqa: E402
-from .layout import panel_figure, tasks_of  # noqa: E402
-from .marks import arch_legends  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import NEUTRAL, arch_rank, arch_style, prior_rank, styled  # noqa: E402
+from ..fits import select
+from .layout import panel_figure, tasks_of
+from .marks import arch_legends
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import NEUTRAL, arch_rank, arch_style, prior_rank, styled
 
 
 def _heldout_panels(fits: pd.DataFrame, tasks) -> list[tuple[str, pd.DataFrame]]:

@@ -4,14 +4,10 @@ and which runs a panel shows (finished ones, unfinished ones marked).
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import (
     EngFormatter,
     FormatStrFormatter,
     LogLocator,
@@ -19,10 +15,10 @@ from matplotlib.ticker import (  # noqa: E402
     NullFormatter,
     NullLocator,
 )
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
+from matplotlib.transforms import blended_transform_factory
 
-from ..fits import task_runs  # noqa: E402
-from .style import NEUTRAL  # noqa: E402
+from ..fits import task_runs
+from .style import NEUTRAL, plt
 
 # --------------------------------------------------------------------------- layout
 

@@ -3,24 +3,21 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import (
     FixedLocator,
     FormatStrFormatter,
     NullLocator,
 )
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
+from matplotlib.transforms import blended_transform_factory
 
-from ..fits import task_runs  # noqa: E402
-from .layout import finished_runs, label_outer, panel_figure  # noqa: E402
-from .marks import fig_legend, over_seeds, prior_handles, seed_errorbar, spread_note  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import (  # noqa: E402
+from ..fits import task_runs
+from .layout import finished_runs, label_outer, panel_figure
+from .marks import fig_legend, over_seeds, prior_handles, seed_errorbar, spread_note
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import (
     NEUTRAL,
     NORM_LABELS,
     arch_rank,

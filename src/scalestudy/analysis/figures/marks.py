@@ -6,17 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from ..stats import clean, loglog_replicates  # noqa: E402
-from .layout import finished_runs  # noqa: E402
-from .style import (  # noqa: E402
+from ..stats import Strata, clean, clean_labelled, expanded_ci, loglog_replicates
+from .layout import finished_runs
+from .style import (
     BAND_BOOT,
     BAND_SEED,
     NEUTRAL,
@@ -56,30 +53,34 @@ def seed_errorbar(ax, x, stats: pd.DataFrame, gid: str, *, label=None, xerr=None
     return bars
 
 
-def fit_band(x, y, ci: float, grid) -> tuple[np.ndarray, np.ndarray]:
-    """The pointwise percentile band (coverage `ci`) at `grid` of the log-log fits
-    of the bootstrap replicates of the points (x, y): runs resampled with
-    replacement exactly as the fit's interval resamples them (BAND_BOOT replicates,
-    seed BAND_SEED: with the default fit.n_boot and seed, the very replicates behind
-    alpha's interval)."""
-    xc, yc, _ = clean(x, y, None)
-    slopes, intercepts = loglog_replicates(np.log(xc), np.log(yc), BAND_BOOT, BAND_SEED)
+def fit_band(x, y, ci: float, grid, sizes=None) -> tuple[np.ndarray, np.ndarray]:
+    """The pointwise band (coverage `ci`) at `grid` of the log-log fits of the
+    bootstrap replicates of the points (x, y): runs resampled within each size
+    (`sizes`) and the interval t-expanded exactly as the fit's (BAND_BOOT
+    replicates, seed BAND_SEED: with the default fit.n_boot and seed, the very
+    replicates behind alpha's interval)."""
+    xc, yc, labels = clean_labelled(x, y, sizes)
+    slopes, intercepts = loglog_replicates(np.log(xc), np.log(yc), BAND_BOOT, BAND_SEED,
+                                           labels)
     logy = intercepts[:, None] + slopes[:, None] * np.log(np.asarray(grid, float))[None, :]
-    low, high = np.quantile(logy, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
+    df = Strata(labels).df
+    low, high = np.array([expanded_ci(column, ci, df) for column in logy.T]).T
     return np.exp(low), np.exp(high)
 
 
-def loglog_fit(ax, x, y, row, gid: str, *, sign: int = -1, band: bool = True, **style):
+def loglog_fit(ax, x, y, row, gid: str, *, sizes=None, sign: int = -1, band: bool = True,
+               **style):
     """The log-log fit `row` (y = coef x^(sign alpha)) over the range of x, with its
-    bootstrap band when the fit has an interval. The band does not set the axes'
-    limits (the points and lines do): where a few points leave the slope loose, it
-    runs off the panel rather than squash the data."""
+    bootstrap band when the fit has an interval (its runs resampled within each
+    of `sizes`, as the fit's). The band does not set the axes' limits (the points
+    and lines do): where a few points leave the slope loose, it runs off the
+    panel rather than squash the data."""
     xc, _, _ = clean(x, y, None)
     grid = np.geomspace(xc.min(), xc.max(), 60)
     (line,) = ax.plot(grid, row["coef"] * grid ** (sign * row["alpha"]), **style)
     line.set_gid(gid)
     if band and np.isfinite(row["alpha_low"]):
-        low, high = fit_band(x, y, float(row["ci"]), grid)
+        low, high = fit_band(x, y, float(row["ci"]), grid, sizes)
         verts = np.concatenate([np.column_stack([grid, low]),
                                 np.column_stack([grid[::-1], high[::-1]])])
         coll = PolyCollection([verts], facecolors=style.get("color", NEUTRAL), alpha=0.18,
@@ -145,7 +146,7 @@ def arch_handle(arch: str, **extra) -> Line2D:
 
 def arch_legends(fig, axes, extra: Iterable[Line2D] = ()) -> None:
     """One legend for the whole figure, below it, so that it never covers the data:
-    the architectures drawn in `axes` (in names.ARCHITECTURES order) and the `extra`
+    the architectures drawn in `axes` (in the registry's order) and the `extra`
     handles (what a line or band means)."""
     archs: dict[str, None] = {}
     for ax in axes:

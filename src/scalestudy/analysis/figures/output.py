@@ -10,17 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.collections import PolyCollection
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from ...atomic import write_text  # noqa: E402
-from .style import INDEX, NEUTRAL, STYLE  # noqa: E402
+from ...atomic import replacing, write_text
+from .style import INDEX, NEUTRAL, STYLE, plt
 
 # --------------------------------------------------------------------------- drawn or not
 
@@ -129,6 +125,18 @@ def figure_data(fig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DATA_COLUMNS)
 
 
+def write_image(fig, path: Path) -> None:
+    """`fig` as an image file whole or not at all (atomic.replacing), its format
+    the file's extension."""
+    with replacing(path, kill_at=None) as tmp:
+        fig.savefig(tmp, format=Path(path).suffix[1:], dpi=150)
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with replacing(path, kill_at=None) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
 def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
          title_notes: bool = True) -> Drawn:
     """Write `fig` as PNG and PDF, and what it plots as CSV (`figure_data`); `notes`
@@ -145,10 +153,10 @@ def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
     for path in paths:
-        fig.savefig(path, dpi=150)  # constrained layout already fits the margins
+        write_image(fig, path)  # constrained layout already fits the margins
         # The layout is solved now: freeze it rather than solve it again for the PDF.
         fig.set_layout_engine("none")
-    figure_data(fig).to_csv(out_dir / f"{name}.csv", index=False)
+    write_csv(figure_data(fig), out_dir / f"{name}.csv")
     plt.close(fig)
     return Drawn([*paths, out_dir / f"{name}.csv"], notes)
 
@@ -163,10 +171,10 @@ def draw_notice(out_dir: Path, name: str, reason: str) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [out_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
         for path in paths:
-            fig.savefig(path, dpi=150)
+            write_image(fig, path)
         plt.close(fig)
     # No data: its source data is the header alone.
-    pd.DataFrame(columns=DATA_COLUMNS).to_csv(out_dir / f"{name}.csv", index=False)
+    write_csv(pd.DataFrame(columns=DATA_COLUMNS), out_dir / f"{name}.csv")
     return [*paths, out_dir / f"{name}.csv"]
 
 

@@ -1,19 +1,17 @@
-"""Figure `spt_vs_matched`.
+"""Figure `spt_vs_matched`: `draw` composes its file of `panel`s, one per task
+(`panel` draws one into any Axes: the notebook API).
 """
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..fits import task_runs  # noqa: E402
-from .layout import label_outer, panel_figure, tasks_of  # noqa: E402
-from .marks import MAX_PANEL_LEGEND, arch_legends, mean_acc, seed_errorbar  # noqa: E402
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import NEUTRAL, arch_rank, arch_style, styled  # noqa: E402
+from ..fits import task_runs
+from .layout import label_outer, panel_figure, tasks_of
+from .marks import MAX_PANEL_LEGEND, arch_legends, mean_acc, seed_errorbar
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import NEUTRAL, arch_rank, arch_style, styled
 
 
 def spt_vs_matched(runs: pd.DataFrame, treated: str, control: str) -> pd.DataFrame:
@@ -39,6 +37,48 @@ def spt_vs_matched(runs: pd.DataFrame, treated: str, control: str) -> pd.DataFra
 
 
 @styled
+def panel(ax, runs, fits, task: str, treated: str, control: str) -> None:
+    """On `task`, the pretrained prior's test accuracy (`treated`) against its
+    compute-matched control's, one point per arch and size (mean over seeds,
+    +-1 sd both ways), with the diagonal; NotDrawn without a pair."""
+    pairs = spt_vs_matched(runs, treated, control)
+    p = pairs[pairs["task"] == task]
+    if p.empty:
+        raise NotDrawn(f"no architecture and size of {task} with finished runs under both "
+                       f"{treated} and {control}")
+    _panel(ax, p, *_limits(p, treated, control), treated, control)
+
+
+def _limits(pairs, treated, control):
+    lo = min(pairs[treated].min(), pairs[control].min())
+    hi = max(pairs[treated].max(), pairs[control].max())
+    return lo, hi, 0.08 * max(hi - lo, 0.02)
+
+
+def _panel(ax, p, lo, hi, pad, treated, control) -> None:
+    task = p["task"].iloc[0]
+    ax.set_title(task)
+    ax.set_label(task)
+    # The diagonal: equal accuracy at equal compute.
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color=NEUTRAL, linewidth=0.8)
+    for arch, cell in sorted(p.groupby("arch", sort=False), key=lambda kv: arch_rank(kv[0])):
+        stats = cell.rename(columns={treated: "mean", f"{treated}_sd": "sd",
+                                     f"{treated}_n": "n"})
+        xerr = cell[f"{control}_sd"].where(cell[f"{control}_n"] > 1).to_numpy(float)
+        seed_errorbar(ax, cell[control], stats, f"points:{arch}", label=arch,
+                      xerr=xerr, linestyle="none", **arch_style(arch))
+        if p["arch"].nunique() <= MAX_PANEL_LEGEND:  # few points: name their sizes
+            for _, row in cell.iterrows():
+                ax.annotate(row["size"], (row[control], row[treated]), fontsize=6,
+                            xytext=(3, -8), textcoords="offset points")
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_aspect("equal")
+    ax.set_xlabel(f"compute-matched control ({control}): test accuracy")
+    ax.set_ylabel(f"{treated}: test accuracy")
+
+
+@styled
 def draw(runs, fits, out_dir, tasks=None, treated: str = "", control: str = "") -> Drawn:
     """SPT's test accuracy against the compute-matched control's (random init
     trained for SPT's pretraining plus finetuning FLOPs), one point per arch and
@@ -58,30 +98,9 @@ def draw(runs, fits, out_dir, tasks=None, treated: str = "", control: str = "") 
     shown = [t for t in tasks if (pairs["task"] == t).any()]
     notes = [f"{t} (no {treated} and {control} pair)" for t in tasks if t not in shown]
     fig, axes = panel_figure(len(shown), size=(4.4, 4.4), sharex=True, sharey=True)
-    lo = min(pairs[treated].min(), pairs[control].min())
-    hi = max(pairs[treated].max(), pairs[control].max())
-    pad = 0.08 * max(hi - lo, 0.02)
+    limits = _limits(pairs, treated, control)
     for ax, task in zip(axes, shown, strict=True):
-        ax.set_title(task)
-        ax.set_label(task)
-        p = pairs[pairs["task"] == task]
-        # The diagonal: equal accuracy at equal compute.
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color=NEUTRAL, linewidth=0.8)
-        for arch, cell in sorted(p.groupby("arch", sort=False), key=lambda kv: arch_rank(kv[0])):
-            stats = cell.rename(columns={treated: "mean", f"{treated}_sd": "sd",
-                                         f"{treated}_n": "n"})
-            xerr = cell[f"{control}_sd"].where(cell[f"{control}_n"] > 1).to_numpy(float)
-            seed_errorbar(ax, cell[control], stats, f"points:{arch}", label=arch,
-                          xerr=xerr, linestyle="none", **arch_style(arch))
-            if p["arch"].nunique() <= MAX_PANEL_LEGEND:  # few points: name their sizes
-                for _, row in cell.iterrows():
-                    ax.annotate(row["size"], (row[control], row[treated]), fontsize=6,
-                                xytext=(3, -8), textcoords="offset points")
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.set_ylim(lo - pad, hi + pad)
-        ax.set_aspect("equal")
-        ax.set_xlabel(f"compute-matched control ({control}): test accuracy")
-        ax.set_ylabel(f"{treated}: test accuracy")
+        _panel(ax, pairs[pairs["task"] == task], *limits, treated, control)
     label_outer(fig, axes)
     n = pd.concat([pairs[f"{treated}_n"], pairs[f"{control}_n"]])
     figure_title(fig, f"{treated} against its compute-matched control",

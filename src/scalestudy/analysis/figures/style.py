@@ -9,7 +9,8 @@ import functools
 
 import matplotlib
 
-matplotlib.use("Agg")  # files only; never needs a display
+# Files only, never a display: the figure modules take pyplot from here.
+matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ...architectures import ARCHITECTURES  # noqa: E402

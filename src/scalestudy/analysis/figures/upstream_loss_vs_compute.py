@@ -3,22 +3,19 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")  # files only; never needs a display
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from ..fits import select, upstream_runs, x_values  # noqa: E402
-from .layout import (  # noqa: E402
+from ..fits import select, upstream_runs, x_values
+from .layout import (
     finished_runs,
     fitted_x_axis,
     label_outer,
     loglog_axes,
     panel_figure,
 )
-from .marks import (  # noqa: E402
+from .marks import (
     alpha_text,
     arch_legends,
     band_note,
@@ -29,8 +26,8 @@ from .marks import (  # noqa: E402
     seed_errorbar,
     spread_note,
 )
-from .output import Drawn, NotDrawn, figure_title, save  # noqa: E402
-from .style import NEUTRAL, X_LABELS, X_TITLES, arch_rank, arch_style, styled  # noqa: E402
+from .output import Drawn, NotDrawn, figure_title, save
+from .style import NEUTRAL, X_LABELS, X_TITLES, arch_rank, arch_style, styled
 
 
 @styled
@@ -68,7 +65,7 @@ def draw(runs, fits, out_dir, tasks=None, x_axis=None) -> Drawn:
             texts.append(fmt_short(row, "αU"))
             if row["status"] == "ok":
                 loglog_fit(ax, cell["x"], cell["upstream_loss"], row, f"fit:{arch}",
-                            color=style["color"], linewidth=1.2)
+                            sizes=cell["size"], color=style["color"], linewidth=1.2)
                 loglog_fit(overlay, cell["x"], cell["upstream_loss"], row,
                             f"overlay:{arch}", band=False, color=style["color"], linewidth=1)
         sat = select(fits, "alpha_U", "saturating", arch=arch)

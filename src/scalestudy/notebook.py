@@ -1,0 +1,131 @@
+"""A study in a notebook: `scalestudy.open_study(path)`.
+
+    import matplotlib.pyplot as plt
+    import scalestudy
+
+    study = scalestudy.open_study("data/cache/workstation.parquet")  # or results/<study>
+    study.runs, study.fits, study.claims                   # pandas DataFrames
+    fig, (a, b) = plt.subplots(1, 2)
+    study.plot.accuracy_vs_size(a, task="listops", arch="transformer")
+    study.plot.error_vs_compute(b, task="listops", prior="random", arch="s4")
+    study.draw("error_vs_compute", "figures/")             # a whole figure's files
+
+`path` is a study's results directory (its runs.parquet, and its fits.parquet
+when the workflow wrote one) or a runs file (a cached study's
+data/cache/<name>.parquet); fits missing are fitted on first use, with the
+workflow's defaults unless `open_study` is told otherwise. Each panel function
+draws one panel of its figure into the Axes it is given, as the figure's file
+draws it (analysis/figures/<figure>.py `panel`), so figures compose. Torch-free
+(tests/test_layout.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+# The figures with a panel function, and its parameters beyond the Axes.
+PANELS = {
+    "error_vs_compute": "task, prior, arch[, x_axis]",
+    "accuracy_vs_size": "task, arch",
+    "spt_vs_matched": "task",
+}
+
+
+class Panels:
+    """`study.plot.<figure>(ax, **which)`: one panel of a figure into `ax`."""
+
+    def __init__(self, study: Study):
+        self._study = study
+
+    def __dir__(self):
+        return list(PANELS)
+
+    def __getattr__(self, name: str):
+        if name not in PANELS:
+            raise AttributeError(f"no panel function for {name!r}; accepted: "
+                                 f"{', '.join(PANELS)}")
+        import importlib
+
+        from .analysis.figures import FIGURES
+
+        panel = importlib.import_module(f"scalestudy.analysis.figures.{name}").panel
+        params = FIGURES[name].params
+
+        def draw(ax, **which):
+            return panel(ax, self._study.runs, self._study.fits, **params, **which)
+
+        draw.__name__ = name
+        draw.__doc__ = f"{name}(ax, {PANELS[name]}): {panel.__doc__}"
+        return draw
+
+
+class Study:
+    """A study's runs, fits and claims, and its figures."""
+
+    def __init__(self, runs: pd.DataFrame, fits: pd.DataFrame | None, source: Path,
+                 fit_options: dict):
+        self.runs, self._fits, self.source = runs, fits, source
+        self._fit_options = fit_options
+        self.plot = Panels(self)
+
+    def __repr__(self) -> str:
+        studies = ", ".join(sorted(self.runs["study"].dropna().unique()))
+        counts = self.runs["status"].value_counts().to_dict()
+        return f"<Study {studies or '?'} from {self.source}: {len(self.runs)} runs {counts}>"
+
+    @property
+    def fits(self) -> pd.DataFrame:
+        """The power-law fits (fits.parquet, else fitted now)."""
+        if self._fits is None:
+            from .analysis.fits import fit_study
+
+            self._fits = fit_study(self.runs, **self._fit_options)
+        return self._fits
+
+    @functools.cached_property
+    def claims(self) -> pd.DataFrame:
+        """Every check of the papers' claims, one row each (claims.md's)."""
+        from .analysis.claims import evaluate
+
+        options = {k: v for k, v in self._fit_options.items() if k in ("n_boot", "ci", "seed")}
+        return evaluate(self.runs, self.fits, **options)
+
+    def figures(self) -> list[str]:
+        """The file stems of every figure these runs can draw."""
+        from .analysis.figures import figure_names
+        from .analysis.figures.layout import tasks_of
+
+        return list(figure_names(tasks_of(self.runs)))
+
+    def draw(self, name: str, out_dir: Path | str) -> list[Path]:
+        """Figure `name`'s files (PNG, PDF, CSV), as the workflow writes them."""
+        from .analysis.figures.draw import draw_figure
+        from .analysis.figures.layout import tasks_of
+
+        entry = draw_figure(name, self.runs, self.fits, Path(out_dir), tasks_of(self.runs),
+                            declared=False)
+        if not entry.drawn:
+            raise ValueError(f"{name}: not drawn: {entry.reason}")
+        return entry.files
+
+
+def open_study(path: Path | str, *, x_axis: str = "compute", n_boot: int = 1000,
+               ci: float = 0.95, seed: int = 0, n_boot_saturating: int = 100) -> Study:
+    """The study at `path`: a results directory (runs.parquet, fits.parquet) or
+    a runs file (a cached data/cache/<name>.parquet). The options are those of
+    `scalestudy fit`, used when the fits are made here."""
+    from .records import read_records
+
+    path = Path(path)
+    runs_file = path / "runs.parquet" if path.is_dir() else path
+    if not runs_file.is_file():
+        raise ValueError(f"{path}: neither a runs file nor a study directory with "
+                         f"runs.parquet")
+    fits_file = path / "fits.parquet" if path.is_dir() else None
+    fits = pd.read_parquet(fits_file) if fits_file is not None and fits_file.is_file() else None
+    return Study(read_records(runs_file), fits, path,
+                 {"x_axis": x_axis, "n_boot": n_boot, "ci": ci, "seed": seed,
+                  "n_boot_saturating": n_boot_saturating})

@@ -1,0 +1,202 @@
+"""Where a study stands while it runs (`scalestudy status [results/<study>]`):
+per stage, how many runs are done, running, failed, diverged or pending; the
+failed runs with their error line and log; and the training time spent (the
+records' wall seconds) and left (the same rate, seconds per estimated FLOP,
+applied to the FLOPs estimated for the runs not done: study/costs.py).
+
+What it reads, never Snakemake's log: the study's config as the workflow saw
+it (results/<study>/study.yaml, written when it starts), the run records, and
+Snakemake's own markers of the jobs started and not finished
+(.snakemake/incomplete/) with the study's lock holder (scalestudy.locks): a job
+marked incomplete is running while that process lives, else interrupted (the
+next `snakemake` reruns it). Torch-free.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..priors import PRIORS
+from ..records import read_records
+from . import costs, grid
+
+CONFIG = "study.yaml"  # the study's config, saved by the workflow when it starts
+# The job logs, as the rules name them (workflow/rules/train.smk, pretrain.smk).
+TRAIN_LOG = "logs/train/{task}/{arch}/{size}/{prior}/s{seed}.log"
+PRETRAIN_LOG = "logs/{directory}.log"
+STATES = ("done", "running", "failed", "diverged", "interrupted", "pending")
+
+
+@dataclass
+class Run:
+    stage: str
+    directory: str
+    log: str
+    flops: float
+    state: str = "pending"
+    error: str = ""
+    wall: float = 0.0
+
+
+@dataclass
+class Status:
+    study: str
+    study_dir: Path
+    runs: list[Run] = field(default_factory=list)
+    owner_alive: bool = False
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for run in self.runs:
+            out.setdefault(run.stage, dict.fromkeys(STATES, 0))[run.state] += 1
+        return out
+
+    @property
+    def spent(self) -> float:
+        return sum(r.wall for r in self.runs)
+
+    @property
+    def left(self) -> float | None:
+        """Training seconds left at the rate the recorded runs trained (None
+        before any run has a record)."""
+        ended = [r for r in self.runs if r.state in ("done", "failed", "diverged") and r.wall]
+        flops = sum(r.flops for r in ended)
+        if not flops:
+            return None
+        return self.spent / flops * sum(r.flops for r in self.runs
+                                        if r.state in ("running", "pending", "interrupted"))
+
+
+def load_config(study_dir: Path) -> dict:
+    """The study's config: the one the workflow saved in study_dir, else the
+    preset named like the study merged over config/config.yaml."""
+    study_dir = Path(study_dir)
+    saved = study_dir / CONFIG
+    if saved.is_file():
+        return yaml.safe_load(saved.read_text())
+    from .schema import SCHEMA_PATH
+
+    root = SCHEMA_PATH.parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    preset = root / "config" / "studies" / f"{study_dir.name}.yaml"
+    if study_dir.name != config["study"]:
+        if not preset.is_file():
+            raise ValueError(f"{study_dir}: no {CONFIG} (written when the workflow starts) "
+                             f"and no preset {preset}; cannot tell the study's grid")
+        merge(config, yaml.safe_load(preset.read_text()))
+    return config
+
+
+def merge(base: dict, over: dict) -> dict:
+    """`over` merged into `base` as Snakemake merges a --configfile (dicts key by key)."""
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def incomplete(workdir: Path) -> set[str]:
+    """The outputs of the jobs Snakemake started and has not finished (its
+    markers: .snakemake/incomplete/<urlsafe base64 of the path>, split into
+    '@'-prefixed directories when long)."""
+    root = Path(workdir) / ".snakemake" / "incomplete"
+    out = set()
+    for marker in root.rglob("*") if root.is_dir() else ():
+        if marker.is_file():
+            parts = marker.relative_to(root).parts
+            encoded = "".join(p.removeprefix("@") for p in parts)
+            try:
+                out.add(base64.urlsafe_b64decode(encoded).decode())
+            except ValueError:
+                continue
+    return out
+
+
+def owner_alive(workdir: Path) -> bool:
+    """Whether the Snakemake process holding the workflow's lock runs (on this host)."""
+    from ..locks import OWNER
+
+    try:
+        host, pid = (Path(workdir) / ".snakemake" / OWNER).read_text().split()
+    except (OSError, ValueError):
+        return False
+    if host != socket.gethostname():
+        return True  # another host's: assume it runs
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def study_status(study_dir: Path) -> Status:
+    study_dir = Path(study_dir)
+    if not study_dir.is_dir():
+        raise ValueError(f"{study_dir}: no such study directory (results/<study>)")
+    config = load_config(study_dir)
+    workdir = study_dir.parent.parent  # results/<study> -> the workflow's directory
+    status = Status(config["study"], study_dir, owner_alive=owner_alive(workdir))
+    for p in grid.pretrain_cells(config["grid"]):
+        status.runs.append(Run(f"pretrain {p.stage}", p.directory,
+                               PRETRAIN_LOG.format(directory=p.directory),
+                               costs.pretraining_flops(config, p.stage, p.task, p.size)))
+    for c in grid.cells(config["grid"]):
+        status.runs.append(Run(f"train {PRIORS[c.prior].stage}", c.directory,
+                               TRAIN_LOG.format(**vars(c)),
+                               costs.training_flops(config, c.task, c.size, c.prior)))
+    started = incomplete(workdir)
+    for run in status.runs:
+        record = study_dir / run.directory / "record.parquet"
+        if record.is_file():
+            row = read_records(record).iloc[0]
+            run.state = {"ok": "done"}.get(row["status"], row["status"])
+            run.error = row["error"] or ""
+            run.wall = 0.0 if pd.isna(row["wall_seconds"]) else float(row["wall_seconds"])
+        elif os.path.relpath(record, workdir) in started:
+            run.state = "running" if status.owner_alive else "interrupted"
+    return status
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def report(status: Status) -> str:
+    """The status as text: a table of stages, the failed runs, the time."""
+    counts = status.counts()
+    width = max(len("stage"), *map(len, counts))
+    lines = [f"study {status.study} ({status.study_dir}): {len(status.runs)} runs",
+             "", f"{'stage':<{width}}  " + "  ".join(f"{s:>11}" for s in STATES)]
+    for stage, row in counts.items():
+        lines.append(f"{stage:<{width}}  " + "  ".join(f"{row[s]:>11}" for s in STATES))
+    total = {s: sum(row[s] for row in counts.values()) for s in STATES}
+    lines.append(f"{'all':<{width}}  " + "  ".join(f"{total[s]:>11}" for s in STATES))
+    failed = [r for r in status.runs if r.state == "failed"]
+    if failed:
+        lines += ["", "failed:"]
+        lines += [f"  {r.directory}: {r.error}\n    log: {status.study_dir / r.log}"
+                  for r in failed]
+    left = status.left
+    lines += ["", f"training time spent: {duration(status.spent)} (the records' wall time, "
+              "summed over runs)",
+              "training time left: " + (f"about {duration(left)} (the same seconds per "
+                                        "estimated FLOP for the runs not done; divide by the "
+                                        "jobs that run at once)" if left is not None
+                                        else "unknown until a run has a record")]
+    if total["interrupted"]:
+        lines.append(f"{total['interrupted']} runs were interrupted (their Snakemake is gone): "
+                     "the same snakemake command reruns them")
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""The learning-rate schedules' values at hand-picked steps, written out by hand."""
+
+import math
+
+import pytest
+import torch
+
+from scalestudy.training.schedules import Schedule
+
+
+def test_cosine_warms_up_linearly_then_decays_to_a_tenth():
+    s = Schedule("cosine", warmup=4, total=20)
+    assert [s(i) for i in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert s(4) == pytest.approx(1.0)
+    # Halfway through the decay (step 4 + 16/2): 0.1 + 0.9 * 0.5 * (1 + cos(pi/2)) = 0.55.
+    assert s(12) == pytest.approx(0.55)
+    assert s(20) == pytest.approx(0.1) and s(25) == pytest.approx(0.1)
+
+
+def test_wsd_holds_the_peak_then_cools_down_linearly_to_zero():
+    s = Schedule("wsd", warmup=2, total=20, decay_fraction=0.25)
+    assert s.decay_start == 15  # the last 5 of 20 steps
+    assert [s(i) for i in (0, 1, 2, 10, 14)] == [0.5, 1.0, 1.0, 1.0, 1.0]
+    assert [s(i) for i in range(15, 21)] == [1.0, 0.8, 0.6, 0.4, 0.2, 0.0]
+    assert s(30) == 0.0
+
+
+def test_an_early_cooldown_decays_from_where_the_schedule_stands():
+    s = Schedule("cosine", warmup=0, total=100)
+    reached = s(40)  # 0.1 + 0.9 * 0.5 * (1 + cos(0.4 pi))
+    assert reached == pytest.approx(0.1 + 0.45 * (1 + math.cos(0.4 * math.pi)))
+    assert s.cooldown(40, 10) == 50
+    assert s(39) == s.planned(39)  # before the cooldown: unchanged
+    assert s(40) == pytest.approx(reached)
+    assert s(45) == pytest.approx(reached / 2) and s(50) == 0.0 and s(60) == 0.0
+
+
+def test_the_optimiser_follows_the_schedule_and_a_resumed_scheduler_keeps_the_cooldown():
+    """Through torch's LambdaLR, as the training loop uses it: the rate at each
+    step is peak x factor, and the scheduler's state dict carries the schedule's
+    fields (a cooldown begun included) to a fresh scheduler."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=0.5)
+    schedule = Schedule("wsd", warmup=1, total=10, decay_fraction=0.5)
+    lr = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    seen = []
+    for _ in range(4):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        lr.step()
+    assert seen == [0.5, 0.5, 0.5, 0.5]
+    schedule.cooldown(4, 4)
+    state = lr.state_dict()
+    fresh_opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    fresh = torch.optim.lr_scheduler.LambdaLR(fresh_opt, Schedule("wsd", 1, 10, 0.5))
+    fresh.load_state_dict(state)
+    assert fresh.lr_lambdas[0].cooldown_start == 4
+    assert [fresh.lr_lambdas[0](i) * 0.5 for i in (4, 5, 8)] == [0.5, 0.375, 0.0]
+
+
+def test_a_schedule_names_what_it_accepts():
+    with pytest.raises(ValueError, match="schedule: got 'step', accepted values: cosine, wsd"):
+        Schedule("step", 1, 10)
+    with pytest.raises(ValueError, match="decay_fraction"):
+        Schedule("wsd", 1, 10, decay_fraction=0.0)

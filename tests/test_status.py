@@ -1,0 +1,95 @@
+"""`scalestudy status`: a study's runs counted by stage and state from its
+records and Snakemake's markers of started jobs, the failed runs with their
+error and log, and the training time spent and left."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from test_config_overrides import DEFAULT
+
+from scalestudy.records import failed_record, write_record
+from scalestudy.study import costs, grid
+from scalestudy.study.status import CONFIG, report, study_status
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def record(cell: grid.Cell, status: str, wall: float, error: str = "") -> dict:
+    row = failed_record({"study": "s", "task": cell.task, "arch": cell.arch, "size": cell.size,
+                         "prior": cell.prior, "seed": cell.seed, "stage": "scratch"},
+                        RuntimeError(error or "x"))
+    row.update(status=status, wall_seconds=wall, error=error or None)
+    return row
+
+
+def test_counts_failures_and_time(tmp_path):
+    config = copy.deepcopy(DEFAULT)
+    config["study"] = "s"
+    config["grid"].update(archs=["transformer"], sizes=["xxs", "xs"], priors=["random"],
+                          seeds=[0, 1])
+    study_dir = tmp_path / "results" / "s"
+    study_dir.mkdir(parents=True)
+    (study_dir / CONFIG).write_text(yaml.safe_dump(config))
+    cells = grid.cells(config["grid"])
+    assert len(cells) == 4
+    done, failed, running, pending = cells
+    write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
+    write_record(record(failed, "failed", 10.0, "ValueError: bad data"),
+                 study_dir / failed.directory / "record.parquet")
+    # Snakemake marks a started job's output; this process holds the study's lock.
+    marker = base64.urlsafe_b64encode(
+        f"results/s/{running.directory}/record.parquet".encode()).decode()
+    (tmp_path / ".snakemake" / "incomplete").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "incomplete" / marker).write_text("{}")
+    (tmp_path / ".snakemake" / "scalestudy-owner").write_text(
+        f"{socket.gethostname()} {os.getpid()}\n")
+
+    status = study_status(study_dir)
+    assert status.counts() == {"train scratch": {
+        "done": 1, "running": 1, "failed": 1, "diverged": 0, "interrupted": 0, "pending": 1}}
+    assert status.spent == 40.0
+    flops = {c: costs.training_flops(config, c.task, c.size, c.prior) for c in cells}
+    rate = 40.0 / (flops[done] + flops[failed])
+    assert status.left == rate * (flops[running] + flops[pending])
+    text = report(status)
+    assert f"{failed.directory}: ValueError: bad data" in text
+    log = f"logs/train/listops/transformer/{failed.size}/random/s{failed.seed}.log"
+    assert str(study_dir / log) in text
+    assert "training time spent: 0m40s" in text
+
+    # The study's Snakemake gone: the started job is interrupted, not running.
+    (tmp_path / ".snakemake" / "scalestudy-owner").write_text(
+        f"{socket.gethostname()} {2**22 + 12345}\n")
+    assert study_status(study_dir).counts()["train scratch"]["interrupted"] == 1
+
+    # The command, from the workflow's directory.
+    done_ = subprocess.run([sys.executable, "-m", "scalestudy.cli", "status"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert done_.returncode == 0, done_.stderr
+    assert "train scratch" in done_.stdout and "bad data" in done_.stdout
+
+
+def test_the_log_patterns_are_the_rules():
+    from scalestudy.study.status import PRETRAIN_LOG, TRAIN_LOG
+
+    train = (ROOT / "workflow/rules/train.smk").read_text()
+    assert 'f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log"' in train
+    assert TRAIN_LOG == "logs/train/{task}/{arch}/{size}/{prior}/s{seed}.log"
+    pretrain = (ROOT / "workflow/rules/pretrain.smk").read_text()
+    assert 'f"{OUT}/logs/{TASK_DIRECTORY}.log"' in pretrain
+    assert PRETRAIN_LOG == "logs/{directory}.log"
+
+
+def test_no_study_says_which(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "scalestudy.cli", "status"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "name the study: results/<study> (no results/ here)" in done.stderr
