@@ -251,7 +251,7 @@ def test_micro_batches_accumulate_to_the_step_of_the_whole_batch(data_dir, tmp_p
 
 # --- 9. the gradient scaler in the checkpoint ----------------------------------------
 
-def scaled_fabric(hw, run_dir):
+def scaled_fabric(hw, run_dir, loggers=None):
     """A 16-mixed Fabric on a CPU (Lightning would make it bf16-mixed), its
     gradient scaler growing every 2 steps from 2^125: the scaled gradients
     overflow (in float32: CPU autocast's float16 does not overflow at the usual
@@ -265,7 +265,7 @@ def scaled_fabric(hw, run_dir):
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**125, growth_interval=2)
     fabric = Fabric(accelerator="cpu", devices=1,
                     plugins=[MixedPrecision("16-mixed", "cpu", scaler), LightningEnvironment()],
-                    loggers=CSVLogger(run_dir, name="", version=""))
+                    loggers=loggers or CSVLogger(run_dir, name="", version=""))
     fabric.launch()
     return fabric
 

@@ -89,7 +89,7 @@ ARCHITECTURES: Registry[Architecture] = Registry("arch", [
       activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
     # Amos et al.'s unstructured SSM (the diagonal linear RNN), and a milder ablation.
     A("dlr", "s4", "DLR", "#117733", "H", causal_weights_bidirectional=False,
-      activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
+      activation_bytes=(88.0, 61.0), kernel_bytes=17.0, attention=False),
     A("s4_random_a", "s4", "S4RandomA", "#AA4499", "8", causal_weights_bidirectional=False,
       activation_bytes=(88.0, 61.0), kernel_bytes=272.0, attention=False),
 ])
