@@ -84,7 +84,7 @@ def test_the_log_patterns_are_the_rules():
     assert 'f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log"' in train
     assert TRAIN_LOG == "logs/train/{task}/{arch}/{size}/{prior}/s{seed}.log"
     pretrain = (ROOT / "workflow/rules/pretrain.smk").read_text()
-    assert 'f"{OUT}/logs/{TASK_DIRECTORY}.log"' in pretrain
+    assert 'f"{OUT}/logs/{TASK_PRETRAIN}.log"' in pretrain  # the directory, s{seed} per seed
     assert PRETRAIN_LOG == "logs/{directory}.log"
 
 
