@@ -17,6 +17,7 @@ def example_row(**changes):
         device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
         git_rev="abc", config_hash="h", data_checksum="d", test_acc=0.5, upstream_loss=math.nan,
         stopped_by="max_steps", causal=False, pretrain_causal=None, pretrain_seed=None,
+        deterministic=True, matmul_precision="highest",
     )
     row.update(changes)
     return row
