@@ -64,12 +64,13 @@ def panel(ax, runs, fits, task: str | None = None, prior: str | None = None,
         _downstream(ax, fits, ypos, task, prior, f"{task}: αD, {prior}")
 
 
-def _forest(ax, rows: pd.DataFrame, ypos: dict, title: str, xlabel: str, label: str,
+def _forest(ax, rows: pd.DataFrame, ypos: dict, title: str, xlabel: str, name: str,
             filled: bool = True) -> None:
     """One horizontal interval per architecture (rows: fits, one per arch) at the row
-    `ypos[arch]`; a fit that refused shows its reason in the row instead."""
+    `ypos[arch]`, in the panel labelled `name`; a fit that refused shows its reason in
+    the row instead."""
     ax.set_title(title)
-    ax.set_label(label)
+    ax.set_label(name)
     ax.set_ylim(-0.7, len(ypos) - 0.3)
     ax.set_yticks(list(ypos.values()), list(ypos))
     for label, arch in zip(ax.get_yticklabels(), ypos, strict=True):
