@@ -37,9 +37,12 @@ class TrainConfig:
     norm: str = "pre"
     protocol: str = "depth"  # which dimension grows with size: default, depth, width
     causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
-    # "max_steps" trains max_steps steps; "plateau" stops earlier at the
-    # validation loss's plateau (training.plateau), max_steps then being the cap.
+    # "max_steps" trains max_steps steps; "plateau" ends earlier: the
+    # validation loss's plateau (training.plateau) starts a cooldown of
+    # decay_fraction x the steps so far, so that a converged run is annealed;
+    # max_steps stays the cap.
     until: str = "max_steps"
+    decay_fraction: float = 0.2
 
 
 @dataclass(frozen=True)

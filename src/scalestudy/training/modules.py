@@ -3,7 +3,8 @@ masked-LM head (training/masked_lm.py), sharing the optimiser and schedule of
 `StudyModule`.
 
 Optimiser: AdamW, linear warm-up then cosine decay to 10% of the peak rate,
-stepped once per optimiser step (`warmup_cosine`). Parameter groups come from
+stepped once per optimiser step (training/schedules.py `Schedule`, which a
+plateau cuts short with a cooldown: loop.TrainingLoop.anneal). Parameter groups come from
 the modules that own the parameters: a module may define
 `optim_hints() -> {parameter name: AdamW options}` for its own parameters (S4's
 A and dt: their own learning rate, capped at the run's, and no weight decay;
@@ -20,25 +21,12 @@ not been measured here.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import LambdaLR
 
 from ..study.specs import TrainConfig
-
-
-def warmup_cosine(warmup: int, total: int):
-    """Linear warm-up to the peak rate, then cosine decay to 10% of it."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return factor
+from .schedules import Schedule
 
 
 def fused_adamw(groups: list[dict], scaled: bool = False) -> bool | None:
@@ -145,7 +133,8 @@ class StudyModule(torch.nn.Module):
         groups = parameter_groups(self, cfg.lr)
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                       fused=fused_adamw(groups, scaled))
-        return optimizer, LambdaLR(optimizer, warmup_cosine(cfg.warmup_steps, cfg.max_steps))
+        return optimizer, LambdaLR(optimizer, Schedule("cosine", cfg.warmup_steps, cfg.max_steps,
+                                                       cfg.decay_fraction))
 
 
 class Classifier(StudyModule):
