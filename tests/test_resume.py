@@ -142,11 +142,11 @@ def test_checkpoint_of_another_spec_is_not_resumed(data_dir, tmp_path, uninterru
 
 SIGKILLED = """
 import os, signal, sys
-from scalestudy.training import loop, train
+from scalestudy.training import loop, task
 sys.path.insert(0, {tests!r})
 from test_resume import KILL_AT, kill_at, train_spec
 loop.TrainingLoop.after_step = kill_at(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL))
-train.run(train_spec(), {data!r}, {out!r})
+task.run(train_spec(), {data!r}, {out!r})
 """
 
 
