@@ -2,8 +2,10 @@
 masked-LM head (training/masked_lm.py), sharing the optimiser and schedule of
 `StudyModule`.
 
-Optimiser: AdamW, linear warm-up then cosine decay to 10% of the peak rate,
-stepped once per optimiser step (`warmup_cosine`). Parameter groups come from
+Optimiser: AdamW, stepped once per optimiser step through the run's
+learning-rate schedule (training/schedules.py: `train.schedule`, linear
+warm-up then cosine decay to 10% of the peak rate by default, or
+warmup-stable-decay). Parameter groups come from
 the modules that own the parameters: a module may define
 `optim_hints() -> {parameter name: AdamW options}` for its own parameters (S4's
 A and dt: their own learning rate, capped at the run's, and no weight decay;
@@ -20,25 +22,17 @@ not been measured here.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import LambdaLR
 
 from ..study.specs import TrainConfig
+from .schedules import Schedule
 
 
-def warmup_cosine(warmup: int, total: int):
-    """Linear warm-up to the peak rate, then cosine decay to 10% of it."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return factor
+def schedule_of(cfg: TrainConfig) -> Schedule:
+    """The run's learning-rate factor per step (train.schedule)."""
+    return Schedule(cfg.schedule, cfg.warmup_steps, cfg.max_steps, cfg.decay_fraction)
 
 
 def fused_adamw(groups: list[dict], scaled: bool = False) -> bool | None:
@@ -79,8 +73,8 @@ def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
 
 
 class StudyModule(torch.nn.Module):
-    """What every training stage's model shares: AdamW with warm-up + cosine
-    decay, the token count and the RNG streams a checkpoint keeps. The loop
+    """What every training stage's model shares: AdamW with its schedule, the
+    token count and the RNG streams a checkpoint keeps. The loop
     (training/loop.py) calls:
 
     - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
@@ -139,13 +133,13 @@ class StudyModule(torch.nn.Module):
 
     def configure_optimizer(self, scaled: bool = False) -> tuple[torch.optim.Optimizer,
                                                                  LambdaLR]:
-        """AdamW and its per-step schedule (warm-up, then cosine decay);
+        """AdamW and its per-step schedule (train.schedule);
         `scaled`: the run's gradients go through a gradient scaler (16-mixed)."""
         cfg = self.cfg
         groups = parameter_groups(self, cfg.lr)
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                       fused=fused_adamw(groups, scaled))
-        return optimizer, LambdaLR(optimizer, warmup_cosine(cfg.warmup_steps, cfg.max_steps))
+        return optimizer, LambdaLR(optimizer, schedule_of(cfg))
 
 
 class Classifier(StudyModule):
