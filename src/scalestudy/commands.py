@@ -67,8 +67,10 @@ def cmd_train(args) -> None:
 
     spec = RunSpec.from_dict(json.loads(args.spec))  # a bad spec fails the job
     identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
-                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage}
-    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained),
+                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage,
+                "budget": spec.train.budget}
+    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained,
+                                      args.trunk),
                           identity, Path(args.run_dir) / "record.parquet")
     print(_summary(record, "test_acc"))
 
@@ -79,8 +81,9 @@ def cmd_pretrain(args) -> None:
 
     spec = PretrainSpec.from_dict(json.loads(args.spec))
     identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
-                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind}
-    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir),
+                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind,
+                "budget": spec.train.budget}
+    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir, args.trunk),
                           identity, Path(args.out_dir) / "record.parquet")
     print(_summary(record, "val_loss"))
 
@@ -379,6 +382,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
                    "upstream load its checkpoint, scratch_matched matches its compute; omitted "
                    "(the default) for the priors that need no pretraining")
+    p.add_argument("--trunk", type=Path, metavar="DIR",
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt): the "
+                   "branch starts there (training/branches.py); omitted for every other run")
     p.set_defaults(func=cmd_train)
 
     p = command("pretrain", "pretrain one backbone (spt or upstream)")
@@ -389,6 +395,9 @@ def parser() -> argparse.ArgumentParser:
                    "corpus (upstream; scalestudy corpus --out-dir)")
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
+    p.add_argument("--trunk", type=Path, metavar="DIR",
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt): the "
+                   "branch starts there (training/branches.py); omitted for every other run")
     p.set_defaults(func=cmd_pretrain)
 
     p = command("corpus", "prepare the upstream corpus")
