@@ -60,8 +60,22 @@ def _summary(record: dict, metric: str) -> str:
             f"wall={record['wall_seconds']:.1f}s")
 
 
+def branch_trunk(given, spec, run_dir, own) -> Path | None:
+    """A wsd branch's trunk directory: --trunk, else the one beside its own
+    (study.grid.trunk_directory); None for every other run."""
+    if given is not None or spec.train.branch_of is None:
+        return given
+    from .study.grid import trunk_directory
+
+    try:
+        return trunk_directory(run_dir, own, spec.train.branch_of)
+    except ValueError:
+        return None  # the run says it needs --trunk (training/branches.py)
+
+
 def cmd_train(args) -> None:
     from .priors import PRIORS
+    from .study.grid import Cell
     from .study.specs import RunSpec
     from .training.task import run
 
@@ -69,13 +83,18 @@ def cmd_train(args) -> None:
     identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
                 "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage,
                 "budget": spec.train.budget}
+    own = Cell(spec.task, spec.arch, spec.size, spec.prior, spec.seed, spec.train.budget)
+    trunk = branch_trunk(args.trunk, spec, args.run_dir, own)
     record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained,
-                                      args.trunk),
+                                      trunk),
                           identity, Path(args.run_dir) / "record.parquet")
     print(_summary(record, "test_acc"))
 
 
 def cmd_pretrain(args) -> None:
+    import dataclasses
+
+    from .study.grid import PretrainCell
     from .study.specs import PretrainSpec
     from .training.pretrain import run_pretrain
 
@@ -83,7 +102,13 @@ def cmd_pretrain(args) -> None:
     identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
                 "prior": spec.kind, "seed": spec.seed, "stage": spec.kind,
                 "budget": spec.train.budget}
-    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir, args.trunk),
+    seeded = PretrainCell(spec.kind, spec.corpus if spec.stage.on_task else None, spec.arch,
+                          spec.size, spec.seed, spec.train.budget)
+    candidates = (seeded, dataclasses.replace(seeded, seed=None))
+    own = next((c for c in candidates if Path(args.out_dir).as_posix().endswith(c.directory)),
+               seeded)
+    trunk = branch_trunk(args.trunk, spec, args.out_dir, own)
+    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir, trunk),
                           identity, Path(args.out_dir) / "record.parquet")
     print(_summary(record, "val_loss"))
 
@@ -383,8 +408,9 @@ def parser() -> argparse.ArgumentParser:
                    "upstream load its checkpoint, scratch_matched matches its compute; omitted "
                    "(the default) for the priors that need no pretraining")
     p.add_argument("--trunk", type=Path, metavar="DIR",
-                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt): the "
-                   "branch starts there (training/branches.py); omitted for every other run")
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
+                   "branch starts (training/branches.py); by default the trunk's directory "
+                   "beside the branch's own in the study's results")
     p.set_defaults(func=cmd_train)
 
     p = command("pretrain", "pretrain one backbone (spt or upstream)")
@@ -396,8 +422,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
     p.add_argument("--trunk", type=Path, metavar="DIR",
-                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt): the "
-                   "branch starts there (training/branches.py); omitted for every other run")
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
+                   "branch starts (training/branches.py); by default the trunk's directory "
+                   "beside the branch's own in the study's results")
     p.set_defaults(func=cmd_pretrain)
 
     p = command("corpus", "prepare the upstream corpus")

@@ -142,6 +142,21 @@ def trunk_of(run, grid: dict):
     return dataclasses.replace(run, budget=every[-1])
 
 
+def trunk_directory(run_dir, own, trunk_budget: float):
+    """The directory of the trunk of the branch `own` (a Cell or
+    PretrainCell) that runs in `run_dir`: the same results directory, at
+    `trunk_budget`'s directory. ValueError if `run_dir` is not `own`'s."""
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    trunk = dataclasses.replace(own, budget=trunk_budget)
+    suffix = Path(own.directory).parts
+    if run_dir.parts[-len(suffix):] != suffix:
+        raise ValueError(f"{run_dir}: not the directory of a run {own.directory}, so its "
+                         f"trunk's cannot be found beside it; give it (--trunk)")
+    return run_dir.parents[len(suffix) - 1] / trunk.directory
+
+
 def forks_of(run, grid: dict) -> list[float]:
     """The budgets that fork from `run` (a trunk): every smaller budget."""
     every = budgets(grid)

@@ -206,7 +206,8 @@ class PretrainSpec(Spec):
 
     def check(self) -> None:
         STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
-        if self.train.val_every > self.train.max_steps:
+        # A budgeted run validates at its budget's last step too (training/loop.py).
+        if self.train.budget is None and self.train.val_every > self.train.max_steps:
             raise ValueError(
                 f"pretrain.val_every = {self.train.val_every} exceeds pretrain.max_steps = "
                 f"{self.train.max_steps}: no validation, so no best checkpoint"
