@@ -91,12 +91,13 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     grid's values for it): one train job per cell, one pretraining per stage on
     the task's data (spt, spt_causal) x task x arch x size, one per stage on the
     upstream corpus x arch x size; each of those once per finetuning seed with
-    pretrain.seeds: per_seed."""
+    pretrain.seeds: per_seed, and once per budget of grid.budgets."""
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
     grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
     per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
+    budgets = len(grid.get("budgets") or []) or 1
     train = on_task = 0
     upstream = set()
     for task in grid["tasks"]:
@@ -108,7 +109,8 @@ def expected_jobs(preset: dict) -> dict[str, int]:
         on_task += cells * sum(STAGES[s].on_task for s in stages) * len(seeds)
         upstream |= {(s, arch, size, seed) for s in stages if not STAGES[s].on_task
                      for arch in sub["archs"] for size in sub["sizes"] for seed in seeds}
-    return {"train": train, "pretrain_task": on_task, "pretrain_upstream": len(upstream)}
+    return {"train": train * budgets, "pretrain_task": on_task * budgets,
+            "pretrain_upstream": len(upstream) * budgets}
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)

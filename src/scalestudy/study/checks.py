@@ -90,6 +90,13 @@ def check_semantics(config: dict) -> None:
     every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
     stages = stages_needed(grid)
     pretrain = config["pretrain"]
+    if grid.get("budgets"):
+        for section in ("train", "pretrain"):
+            if config[section]["until"] != "max_steps":
+                raise ConfigError(
+                    f"{section}.until: {config[section]['until']!r} with grid.budgets: a "
+                    f"budgeted run trains the steps its budget buys, its schedule ending "
+                    f"there; accepted with budgets: max_steps")
     for prior in sorted(every_prior):
         try:
             PRIORS[prior].check_until(train["until"])
@@ -110,16 +117,9 @@ def check_semantics(config: dict) -> None:
             f"{pretrain['max_steps']}: no validation, so no best checkpoint; accepted: "
             f"1 to pretrain.max_steps"
         )
-    if grid.get("budgets"):
-        for section in ("train", "pretrain"):
-            if config[section]["until"] != "max_steps":
-                raise ConfigError(
-                    f"{section}.until: {config[section]['until']!r} with grid.budgets: a "
-                    f"budgeted run trains the steps its budget buys, its schedule ending "
-                    f"there; accepted with budgets: max_steps")
-        refused = check_budgets(config)
-        if refused:
-            raise ConfigError(refused)
+    refused = check_budgets(config)
+    if refused:
+        raise ConfigError(refused)
     seq_len = config["upstream"]["seq_len"]
     for task, cfg in task_configs.items():
         upstream_stages = {PRIORS[p].pretrain for p in task_grid(grid, task)["priors"]} - {None}
