@@ -351,11 +351,25 @@ def _frontier_options(p) -> None:
                    help="approach 3: L-BFGS-B from this many best grid starts")
     p.add_argument("--loss-label", default="loss (nats/token)", help="the figures' loss axis")
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
+    p.add_argument("--from-runs", action="store_true",
+                   help="TABLE is a study's runs.parquet: fit its budgeted runs "
+                        "(analysis/frontier_study.py; by arch and prior)")
 
 
 def cmd_frontier(args) -> None:
     from .analysis import frontier
 
+    if args.from_runs:
+        from .analysis.frontier_study import study_table
+        from .records import read_records
+
+        table = study_table(read_records(args.table))
+        if table.empty:
+            raise ValueError(f"{args.table}: no finished budgeted run (grid.budgets) to fit")
+        # A task run's prior is per task: its loss is that task's.
+        own = table["task"] != "upstream"
+        table.loc[own, "prior"] = table.loc[own, "prior"] + " (" + table.loc[own, "task"] + ")"
+        args.table = table[["arch", "prior", "budget", "params", "compute", "tokens", "loss"]]
     frontier.run(args)
 
 

@@ -220,6 +220,7 @@ localrules:
     figure_index,
     tables,
     claims,
+    frontier,
 
 
 TRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus())

@@ -249,9 +249,9 @@ CLAIMS: Registry[Claim] = Registry("claim", [
     C("frontier_ranking_changes",
       "The architectures' ranking at compute-optimal allocation differs from their ranking "
       "at a fixed training length",
-      "beyond the three papers (issue 29): Tay et al. compare at one schedule per size, "
-      "Hoffmann et al. 2022 (Chinchilla) show that the loss-minimising size grows with "
-      "compute",
+      "this project's own claim, beyond the three papers (issue 29): Tay et al. compare at "
+      "one schedule per size, Hoffmann et al. 2022 (Chinchilla) show that the "
+      "loss-minimising size grows with compute",
       "per prior (and task) and grid budget every architecture reached, on the frontier's "
       "loss (upstream_loss of the budgeted upstream pretraining; val_loss of a budgeted "
       "task run from scratch): each pair's difference of mean losses with Welch's interval "
