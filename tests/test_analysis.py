@@ -1156,7 +1156,7 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup", "converged"]
+CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "capacity_listops"]
 
 
 def test_every_cached_study_is_named_here():
@@ -1184,6 +1184,20 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
         pretrained = runs[runs["stage"] == stage]
         assert set(pretrained[["arch", "size"]].itertuples(index=False, name=None)) == set(
             itertools.product(grid["archs"], grid["sizes"]))
+
+
+def test_the_capacity_limited_cache_scales_downstream_for_every_architecture():
+    """The capacity_listops cache (docs/results.md, i): under random init, test
+    error falls with training compute for each of its architectures, alpha_D's
+    interval above 0 (refitted here as the workflow fits it)."""
+    from scalestudy.analysis.fits import fit_study
+
+    runs = read_records(ROOT / "data" / "cache" / "capacity_listops.parquet")
+    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
+    down = fits[(fits["metric"] == "alpha_D") & (fits["prior"] == "random")
+                & (fits["form"] == "loglog")]
+    assert set(down["arch"]) == {"transformer", "lconv", "s4"}
+    assert (down["alpha_low"] > 0).all(), down[["arch", "alpha", "alpha_low", "alpha_high"]]
 
 
 def test_the_converged_cache_trained_every_run_until_its_plateau_or_its_cap():

@@ -43,8 +43,8 @@ def observed(monkeypatch):
     steps: list[tuple[float, float]] = []
     original = modules.StudyModule.configure_optimizer
 
-    def configure(self):
-        optimizer, schedule = original(self)
+    def configure(self, *args):
+        optimizer, schedule = original(self, *args)
 
         def before_step(opt, args, kwargs):
             grads = [p.grad for group in opt.param_groups for p in group["params"]

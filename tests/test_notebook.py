@@ -1,10 +1,12 @@
 """The notebook API: `scalestudy.open_study` on a cached study and on a results
-directory, without torch; its panel functions draw into a given Axes what the
-figure's file shows in that panel; and analysis/study.ipynb runs top to bottom
-(nbclient), so it cannot go stale."""
+directory, without torch; its panel functions (one for every registered figure)
+draw into a given Axes what the figure's `draw` shows in that panel, and
+compose; and analysis/study.ipynb runs top to bottom (nbclient), so it cannot
+go stale."""
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +15,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.text import Annotation  # noqa: E402
 
 import scalestudy  # noqa: E402
-from scalestudy.analysis.figures.output import figure_data  # noqa: E402
+from scalestudy.analysis.figures import FIGURES  # noqa: E402
+from scalestudy.analysis.figures.output import NotDrawn, figure_data  # noqa: E402
 from scalestudy.analysis.fits import fit_study, write_fits  # noqa: E402
 from scalestudy.records import write_frame  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "data" / "cache" / "workstation.parquet"
+DEEP = ROOT / "data" / "cache" / "deep_fixup.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -59,34 +65,153 @@ def test_runs_fits_and_claims(study, tmp_path):
         scalestudy.open_study(tmp_path / "nothing")
 
 
-def panel_rows(path: Path, panel: str) -> pd.DataFrame:
-    data = pd.read_csv(path)
-    return data[data["panel"] == panel].drop(columns="panel").reset_index(drop=True)
+# --------------------------------------------------------------------------- panels
 
 
-@pytest.mark.parametrize(("figure", "which", "panel"), [
-    ("accuracy_vs_size_listops", {"task": "listops", "arch": "s4"}, "s4"),
+def marks(ax) -> dict:
+    """What a panel shows, artist by artist, in drawing order: each line's gid,
+    data, colour, marker, line style and fill; each collection's kind, gid and
+    path vertices (error bars, intervals, bands); the annotations with their
+    anchors; and the other texts (their corner is placed once the limits are
+    final, so only their words count)."""
+    def rounded(xy):  # comparable with ==, NaN (a missing interval end) too
+        xy = np.round(np.asarray(xy, dtype=float), 12)
+        return np.where(np.isnan(xy), None, xy).tolist()
+
+    annotations = [t for t in ax.texts if isinstance(t, Annotation)]
+    return {
+        "lines": [(ln.get_gid(), rounded(ln.get_xydata()), str(ln.get_color()), ln.get_marker(),
+                   ln.get_linestyle(), ln.get_fillstyle()) for ln in ax.lines],
+        "collections": [(type(c).__name__, c.get_gid(), [rounded(path.vertices)
+                                                         for path in c.get_paths()])
+                        for c in ax.collections],
+        "annotations": [(t.get_text(), rounded(t.xy)) for t in annotations],
+        "texts": sorted(t.get_text() for t in ax.texts if t not in annotations),
+    }
+
+
+def depth_runs() -> pd.DataFrame:
+    """The cached deep_fixup study (every prior at depth 36, width 32, no
+    LayerNorm) with runs at depth 12 too, one of them diverged: a depth curve."""
+    runs = pd.read_parquet(DEEP)
+    shallow = runs.assign(depth=12, train_loss=runs["train_loss"] * 1.2)
+    shallow.loc[shallow.index[0], "status"] = "diverged"
+    return pd.concat([runs, shallow], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def depth_study(tmp_path_factory):
+    path = tmp_path_factory.mktemp("depth") / "runs.parquet"
+    write_frame(depth_runs(), path)
+    return scalestudy.open_study(path, n_boot=10, n_boot_saturating=0)
+
+
+# One panel of every figure (several where a figure has panels of different
+# kinds): the figure, the panel's arguments, its label in the whole figure.
+PANELS = [
+    ("upstream_loss_vs_compute", {"arch": "s4"}, "s4"),
+    ("upstream_loss_vs_compute", {}, "overlay"),
     ("error_vs_compute", {"task": "listops", "prior": "spt", "arch": "performer"},
      "listops/spt/performer"),
+    ("alpha_per_arch", {}, "alpha_U/loglog"),
+    ("alpha_per_arch", {"form": "saturating"}, "alpha_U/saturating"),
+    ("alpha_per_arch", {"task": "listops", "prior": "random"}, "alpha_D/listops/random"),
+    ("arch_gap", {"task": "listops"}, "listops"),
+    ("loss_vs_depth", {"arch": "transformer"}, "transformer/32/none"),
+    ("downstream_vs_upstream", {"task": "listops", "arch": "glu"}, "listops/glu"),
+    ("downstream_vs_upstream", {"task": "listops"}, "listops/overlay"),
     ("spt_vs_matched", {"task": "listops"}, "listops"),
-])
-def test_a_panel_into_an_axes_is_the_files_panel(study, tmp_path, figure, which, panel):
-    """What the panel function draws (its plotted data, read as the figure's
-    CSV is) equals that panel's rows of the figure file's CSV."""
-    files = study.draw(figure, tmp_path)
-    fig, ax = plt.subplots()
-    name = figure.removesuffix("_listops")
-    getattr(study.plot, name)(ax, **which)
-    mine = figure_data(fig)
+    ("heldout_prediction", {"metric": "alpha_D", "task": "listops", "prior": "spt"},
+     "listops error: αD, spt"),
+    ("heldout_prediction", {"metric": "alpha_U", "form": "saturating"},
+     "upstream loss: αU, saturating"),
+    ("heldout_prediction", {"metric": "alpha_UD", "task": "listops"},
+     "listops error vs upstream loss: αU,D"),
+    ("accuracy_vs_size", {"task": "listops", "arch": "s4"}, "s4"),
+]
+
+
+@pytest.fixture(scope="module")
+def whole(study, depth_study, tmp_path_factory):
+    """Each figure of PANELS as its `draw` makes it (kept open, not saved), by
+    name, with the study it was drawn from."""
+    out = tmp_path_factory.mktemp("whole")
+    figures = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for name in FIGURES:  # every figure module saves through output.save
+            mp.setattr(f"scalestudy.analysis.figures.{name}.save",
+                       lambda fig, out_dir, stem, *a, **k: figures.__setitem__(stem, fig))
+        for name in dict.fromkeys(name for name, _, _ in PANELS):
+            s = depth_study if name == "loss_vs_depth" else study
+            FIGURES[name].draw(s.runs, s.fits, out, tasks=["listops"], task="listops")
+    yield {name: (figures[name if name in figures else f"{name}_listops"],
+                  depth_study if name == "loss_vs_depth" else study)
+           for name in FIGURES}
+    plt.close("all")
+
+
+def test_every_figure_has_a_panel_function(study):
+    assert {name for name, _, _ in PANELS} == set(FIGURES)
+    assert dir(study.plot) == sorted(FIGURES)
+    for name, figure in FIGURES.items():
+        shown = inspect.signature(getattr(study.plot, name))
+        axes, _, _, *which = inspect.signature(figure.module.panel).parameters
+        assert list(shown.parameters) == [axes, *which]  # the module's panel's own
+        for param, default in figure.params.items():  # the registry's, as defaults
+            assert shown.parameters[param].default == default
+
+
+@pytest.mark.parametrize(("figure", "which", "label"), PANELS,
+                         ids=[f"{f}-{label}" for f, _, label in PANELS])
+def test_a_panel_in_your_own_figure_is_the_whole_figures_panel(whole, figure, which, label):
+    """Drawn into one Axes of a figure of one's own, a panel holds the very
+    marks (and plotted data, as the figure's CSV reads them) of that panel in
+    the whole figure its `draw` makes."""
+    fig_whole, study = whole[figure]
+    (expected,) = [ax for ax in fig_whole.axes if ax.get_label() == label]
+    fig, (other, ax) = plt.subplots(1, 2)
+    getattr(study.plot, figure)(ax, **which)
+    assert ax.get_label() == label
+    got, want = marks(ax), marks(expected)
+    assert got["lines"] or got["collections"]
+    assert got == want
+    mine, theirs = figure_data(fig), figure_data(fig_whole)
+    theirs = theirs[theirs["panel"] == label].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)
+    assert not other.lines and not other.collections  # the other Axes is left alone
     plt.close(fig)
-    assert (mine["panel"] == panel).all() and len(mine)
-    expected = panel_rows(next(p for p in files if p.suffix == ".csv"), panel)
-    got = mine.drop(columns="panel").reset_index(drop=True)
-    pd.testing.assert_frame_equal(got, expected, check_dtype=False, atol=1e-9)
+
+
+def test_two_figures_panels_compose_in_one_figure(study, tmp_path):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5), layout="constrained")
+    study.plot.upstream_loss_vs_compute(a, arch="transformer")
+    study.plot.arch_gap(b, task="listops", priors=("random",))  # one prior: one line
+    assert [a.get_label(), b.get_label()] == ["transformer", "listops"]
+    data = figure_data(fig)
+    assert set(data["panel"]) == {"transformer", "listops"}
+    assert {"fit:transformer", "points:transformer"} <= set(data["series"])
+    gaps = {g for g in data.loc[data["panel"] == "listops", "series"] if g.startswith("gap:")}
+    assert gaps == {"gap:random"}
+    fig.savefig(tmp_path / "composed.png")
+    plt.close(fig)
+
+
+def test_a_panel_without_data_says_why(study, depth_study):
+    fig, ax = plt.subplots()
+    with pytest.raises(NotDrawn, match="transformer: no runs at two or more depths"):
+        study.plot.loss_vs_depth(ax, arch="transformer")
+    with pytest.raises(NotDrawn, match="no finished upstream runs of nothing"):
+        study.plot.upstream_loss_vs_compute(ax, arch="nothing")
+    with pytest.raises(ValueError, match="accepted: alpha_U, alpha_D, alpha_UD"):
+        study.plot.heldout_prediction(ax, metric="alpha_X")
+    with pytest.raises(ValueError, match="both a task and a prior"):
+        study.plot.alpha_per_arch(ax, task="listops")
+    plt.close(fig)
 
 
 def test_an_unknown_panel_names_the_accepted(study):
-    with pytest.raises(AttributeError, match="accepted: error_vs_compute, accuracy_vs_size"):
+    with pytest.raises(AttributeError, match="figure: unknown 'loss_vs_nothing', accepted "
+                       f"values: {', '.join(FIGURES)}$"):
         study.plot.loss_vs_nothing  # noqa: B018
 
 

@@ -239,15 +239,17 @@ def test_plateau_rule_judges_the_best_loss_over_the_last_fifth():
 
 def test_a_run_until_plateau_stops_there_and_says_so(data_dir, tmp_path):
     # A learning rate too small to learn anything: the loss is flat from the
-    # start, so the run stops at the first step the rule judges (5 x val_every).
+    # start, so the plateau comes at the first step the rule judges (5 x
+    # val_every = 15), and its cooldown, ceil(0.2 x 15) = 3 steps, ends the run.
     frozen = spec(until="plateau", lr=1e-12, max_steps=300, val_every=3)
     record = run(frozen, data_dir, tmp_path / "run")
-    assert (record["status"], record["stopped_by"], record["steps"]) == ("ok", "plateau", 15)
-    assert record["train_flops"] == pytest.approx(15 * record["flops_per_step"])
+    assert (record["status"], record["stopped_by"], record["steps"]) == ("ok", "plateau", 18)
+    assert record["plateau_step"] == 15
+    assert record["train_flops"] == pytest.approx(18 * record["flops_per_step"])
     history = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    # The last training row is step 15's, logged (the record's train_loss), and
-    # the stop was judged on its validation.
-    assert history.dropna(subset=["train_loss"])["step"].max() == 15
+    # The last training row is step 18's, logged (the record's train_loss), and
+    # the plateau was judged on step 15's validation.
+    assert history.dropna(subset=["train_loss"])["step"].max() == 18
     assert 15 in set(history.dropna(subset=["val_loss"])["step"])
     # A run the rule cannot judge before its cap ends there.
     capped = run(spec(until="plateau"), data_dir, tmp_path / "capped")

@@ -13,52 +13,58 @@
 `path` is a study's results directory (its runs.parquet, and its fits.parquet
 when the workflow wrote one) or a runs file (a cached study's
 data/cache/<name>.parquet); fits missing are fitted on first use, with the
-workflow's defaults unless `open_study` is told otherwise. Each panel function
-draws one panel of its figure into the Axes it is given, as the figure's file
-draws it (analysis/figures/<figure>.py `panel`), so figures compose. Torch-free
-(tests/test_layout.py).
+workflow's defaults unless `open_study` is told otherwise. `study.plot` has a
+panel function for every registered figure (analysis/figures FIGURES): it draws
+one panel of the figure into the Axes it is given, as the figure's file draws
+it (analysis/figures/<figure>.py `panel`, which the figure's `draw` composes),
+so figures compose. Torch-free (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 
 import pandas as pd
 
-# The figures with a panel function, and its parameters beyond the Axes.
-PANELS = {
-    "error_vs_compute": "task, prior, arch[, x_axis]",
-    "accuracy_vs_size": "task, arch",
-    "spt_vs_matched": "task",
-}
-
 
 class Panels:
-    """`study.plot.<figure>(ax, **which)`: one panel of a figure into `ax`."""
+    """`study.plot.<figure>(ax, **which)`: one panel of a registered figure into
+    `ax`. What `which` takes is the figure module's `panel` (its signature and
+    docstring: `help(study.plot.<figure>)`); the registry entry's params are its
+    defaults."""
 
     def __init__(self, study: Study):
         self._study = study
 
     def __dir__(self):
-        return list(PANELS)
-
-    def __getattr__(self, name: str):
-        if name not in PANELS:
-            raise AttributeError(f"no panel function for {name!r}; accepted: "
-                                 f"{', '.join(PANELS)}")
-        import importlib
-
         from .analysis.figures import FIGURES
 
-        panel = importlib.import_module(f"scalestudy.analysis.figures.{name}").panel
-        params = FIGURES[name].params
+        return list(FIGURES)
+
+    def __getattr__(self, name: str):
+        from .analysis.figures import FIGURES
+        from .registry import UnknownName
+
+        try:
+            figure = FIGURES[name]
+        except UnknownName as err:
+            raise AttributeError(str(err)) from None
+        panel = figure.module.panel
 
         def draw(ax, **which):
-            return panel(ax, self._study.runs, self._study.fits, **params, **which)
+            return figure.panel(ax, self._study.runs, self._study.fits, **which)
 
-        draw.__name__ = name
-        draw.__doc__ = f"{name}(ax, {PANELS[name]}): {panel.__doc__}"
+        # What help() and Jupyter show: the module's panel's parameters after
+        # (ax, runs, fits), by keyword, the entry's params as their defaults.
+        signature = inspect.signature(panel)
+        axes, _, _, *which = signature.parameters.values()
+        which = [p.replace(kind=p.KEYWORD_ONLY, default=figure.params.get(p.name, p.default))
+                 for p in which]
+        draw.__signature__ = signature.replace(parameters=[axes, *which])
+        draw.__name__ = draw.__qualname__ = name
+        draw.__doc__ = panel.__doc__
         return draw
 
 

@@ -45,6 +45,10 @@ SCHEMA = pa.schema(
         # STOPPED_BY; null when the training did not end
         # (diverged, failed) and in records written before the field.
         ("stopped_by", pa.string()),
+        # until plateau: the step the plateau started the cooldown (null: none);
+        # the learning rate of the last step (the peak-rate group's).
+        ("plateau_step", pa.int64()),
+        ("final_lr", pa.float64()),
         ("error", pa.string()),  # the exception when status == "failed"
         ("n_params", pa.int64()),
         ("n_params_nonembed", pa.int64()),
@@ -108,7 +112,8 @@ SCHEMA = pa.schema(
 # (the committed data/cache studies) reads with them null.
 ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal", "pretrain_causal",
                  "pretrain_seed", "world_size", "batch_per_device", "micro_batch",
-                 "deterministic", "matmul_precision", "budget", "fork_step", "fork_seconds")
+                 "deterministic", "matmul_precision", "plateau_step", "final_lr", "budget",
+                 "fork_step", "fork_seconds")
 
 CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
               "stopped_by": (*STOPPED_BY, None)}

@@ -39,8 +39,10 @@ class TrainConfig:
     norm: str = "pre"
     protocol: str = "depth"  # which dimension grows with size: default, depth, width
     causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
-    # "max_steps" trains max_steps steps; "plateau" stops earlier at the
-    # validation loss's plateau (training.plateau), max_steps then being the cap.
+    # "max_steps" trains max_steps steps; "plateau" ends earlier: the
+    # validation loss's plateau (training.plateau) starts a cooldown of
+    # decay_fraction x the steps so far, so that a converged run is annealed;
+    # max_steps stays the cap.
     until: str = "max_steps"
     # The learning-rate schedule (training/schedules.py): cosine, or wsd
     # (warmup-stable-decay, the cooldown over the last decay_fraction of the steps).
@@ -67,10 +69,14 @@ LATER_DEFAULTS = {"schedule": "cosine", "decay_fraction": 0.2, "budget": None,
 
 def without_later_defaults(train: dict) -> dict:
     """A train section without the LATER_DEFAULTS fields at their defaults
-    (decay_fraction and budget_unit without wsd or budgets, which alone read them)."""
+    (decay_fraction and budget_unit without wsd, a plateau or budgets, which
+    alone read them). A run until its plateau keeps decay_fraction: its
+    cooldown makes it another run than one stopped at its plateau."""
+    plateau = train.get("until") == "plateau"  # its cooldown reads decay_fraction
     out = {k: v for k, v in train.items()
-           if not (k in LATER_DEFAULTS and _same(v, LATER_DEFAULTS[k]))}
-    if out.get("schedule", "cosine") == "cosine":
+           if not (k in LATER_DEFAULTS and _same(v, LATER_DEFAULTS[k])
+                   and not (plateau and k == "decay_fraction"))}
+    if out.get("schedule", "cosine") == "cosine" and not plateau:
         out.pop("decay_fraction", None)
     if out.get("budget") is None:
         out.pop("budget_unit", None)

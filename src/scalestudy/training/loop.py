@@ -198,6 +198,7 @@ class TrainingLoop:
         # 16-mixed: a gradient scaler, whose overflowing steps it skips itself.
         self.scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
         optimizer, self.schedule = module.configure_optimizer(self.scaled)
+        self.factor = self.schedule.lr_lambdas[0]  # schedules.Schedule: it keeps a cooldown begun
         self.model, self.optimizer = fabric.setup(module, optimizer)
         self.model.mark_forward_method("training_loss")  # through DDP's forward
         self.step = self.epoch = self.tokens_seen = 0
@@ -318,7 +319,7 @@ class TrainingLoop:
         step on a CPU (free there), else the steps that log or validate."""
         cfg = self.cfg
         return (self.fabric.device.type == "cpu" or step % self.log_every == 0
-                or step % cfg.val_every == 0 or step == cfg.max_steps)
+                or step % cfg.val_every == 0 or step == self.last_step)
 
     def check_finite(self) -> None:
         """Raise Diverged if a loss since the last check was non-finite on any
@@ -377,14 +378,39 @@ class TrainingLoop:
         if self.fabric.is_global_zero:  # a line for log files, above a terminal's bar
             tqdm.write(f"step {self.step}/{self.cfg.max_steps}: {shown}")
             sys.stdout.flush()
-        if self.cfg.until == "plateau":
+        if self.cfg.until == "plateau" and self.plateau_step is None:
             self.history.append((self.step, metrics["val_loss"]))
             if plateaued(self.history, self.cfg.val_every):
-                self.stopped_by = "plateau"
+                self.anneal()
         if self.keep_best and metrics["val_loss"] < self.best:
             self.best = metrics["val_loss"]
             self.save(BEST)
         return metrics
+
+    @property
+    def plateau_step(self) -> int | None:
+        """The step at which the plateau started the cooldown (None: not yet)."""
+        return self.factor.cooldown_start
+
+    @property
+    def last_step(self) -> int:
+        """The step the run ends at: max_steps, or sooner where its plateau's
+        cooldown ends."""
+        end = self.factor.cooldown_end
+        return self.cfg.max_steps if end is None else min(end, self.cfg.max_steps)
+
+    @property
+    def final_lr(self) -> float:
+        """The peak-rate group's learning rate of the last step taken."""
+        return self.cfg.lr * self.factor(self.step - 1) if self.step else math.nan
+
+    def anneal(self) -> None:
+        """The plateau ends the run with a linear cooldown to zero over
+        decay_fraction x the steps so far (within max_steps), so that a
+        converged run is an annealed one: a plateau at a high learning rate
+        is not the loss the weights reach once it decays (Hägele et al. 2024)."""
+        length = math.ceil(self.cfg.decay_fraction * self.step)
+        self.factor.cooldown(self.step, max(1, min(length, self.cfg.max_steps - self.step)))
 
     def final_validation(self) -> dict[str, float]:
         """The validation metrics of the weights after the last step: the last
@@ -409,9 +435,6 @@ class TrainingLoop:
         """Train to max_steps (or the plateau); raises Diverged or Preempted."""
         cfg, fabric = self.cfg, self.fabric
         self.started = time.perf_counter()
-        if cfg.until == "plateau" and self.history and plateaued(self.history, cfg.val_every):
-            self.stopped_by = "plateau"  # a checkpoint written at the plateau: done
-            return
         self.module.train()
         progress = tqdm(total=cfg.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
                         disable=not (fabric.is_global_zero and sys.stderr.isatty()))
@@ -419,11 +442,11 @@ class TrainingLoop:
             self.save_forks()  # a branch forking before any step (no warm-up)
         with StopSignal() as stop, progress:
             batches = self.batches()
-            while self.step < cfg.max_steps and self.stopped_by is None:
+            while self.step < self.last_step:
                 loss = self.training_step(next(batches))
                 # The train loss on metrics.csv's steps and those a fit may end
                 # on (the record's): reading it is a device sync.
-                if (self.step % self.log_every == 0 or self.step == cfg.max_steps
+                if (self.step % self.log_every == 0 or self.step == self.last_step
                         or (cfg.until == "plateau" and self.step % cfg.val_every == 0)):
                     self.train_loss = float(fabric.all_reduce(loss.detach(), reduce_op="mean"))
                     fabric.log_dict({"train_loss": self.train_loss}, step=self.step)
@@ -442,6 +465,6 @@ class TrainingLoop:
                     print(f"stopped by {stop.received} at step {self.step}: saved "
                           f"{self.run_dir / LAST}", flush=True)
                     raise Preempted
-        self.stopped_by = self.stopped_by or "max_steps"
+        self.stopped_by = "max_steps" if self.plateau_step is None else "plateau"
         if self.step % cfg.val_every:  # the last steps followed the last validation
             self.save(LAST)

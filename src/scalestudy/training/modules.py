@@ -5,7 +5,8 @@ masked-LM head (training/masked_lm.py), sharing the optimiser and schedule of
 Optimiser: AdamW, stepped once per optimiser step through the run's
 learning-rate schedule (training/schedules.py: `train.schedule`, linear
 warm-up then cosine decay to 10% of the peak rate by default, or
-warmup-stable-decay). Parameter groups come from
+warmup-stable-decay; a plateau cuts it short with a cooldown:
+loop.TrainingLoop.anneal). Parameter groups come from
 the modules that own the parameters: a module may define
 `optim_hints() -> {parameter name: AdamW options}` for its own parameters (S4's
 A and dt: their own learning rate, capped at the run's, and no weight decay;

@@ -251,7 +251,7 @@ def train_and_record(
                                     reduce_op="sum"))
     record.update(
         status=status, error=error, diverged_step=loop.diverged_step,
-        stopped_by=loop.stopped_by,
+        stopped_by=loop.stopped_by, plateau_step=loop.plateau_step, final_lr=loop.final_lr,
         steps=loop.step, tokens_seen=tokens, train_flops=record["flops_per_step"] * loop.step,
         wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
         device=str(fabric.device), fork_step=loop.fork_step, fork_seconds=loop.fork_seconds,

@@ -75,6 +75,11 @@ class Schedule:
         left = self.cooldown_start + self.cooldown_length - step
         return self.cooldown_from * max(0.0, left / self.cooldown_length)
 
+    @property
+    def cooldown_end(self) -> int | None:
+        """The step at which a cooldown begun early reaches zero (None: none begun)."""
+        return None if self.cooldown_start is None else self.cooldown_start + self.cooldown_length
+
     def cooldown(self, step: int, length: int) -> int:
         """From `step` on, decay linearly from the factor reached there to zero
         over `length` steps; returns the step at which it reaches zero."""

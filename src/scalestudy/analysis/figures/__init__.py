@@ -3,7 +3,9 @@ caption.
 
 An entry names the module that draws it (figures/<module>.py, whose `draw`
 takes the runs, the fits, the output directory and the tasks, plus the
-entry's `params`: the priors or architectures the figure is about), the
+entry's `params`: the priors or architectures the figure is about, and whose
+`panel` draws one of its panels into a given Axes, from which `draw` composes
+the figure; the notebook API's `study.plot.<figure>`), the
 caption `snakemake --report` shows beside it, and `feeds`: whether a study's
 grid can feed it, which decides the figures the workflow declares
 (`grid_figures`) and, in words (`needs`), what figures/index.md says of one it
@@ -77,11 +79,20 @@ class Figure:
     def fed_by(self, grid: Grid) -> bool:
         return self.feeds(grid, **self.params)
 
+    @property
+    def module(self):
+        """figures/<name>.py, which draws it (imports matplotlib)."""
+        return importlib.import_module(f"{__name__}.{self.name}")
+
     def draw(self, runs, fits, out_dir, tasks=None, task=None):
         """Draw it (or raise output.NotDrawn saying why); returns output.Drawn."""
-        module = importlib.import_module(f"{__name__}.{self.name}")
         where = {"task": task} if self.per_task else {"tasks": tasks}
-        return module.draw(runs, fits, out_dir, **where, **self.params)
+        return self.module.draw(runs, fits, out_dir, **where, **self.params)
+
+    def panel(self, ax, runs, fits, **which):
+        """Draw one of its panels into `ax` (the module's `panel`: `which` names
+        the panel, and may override the entry's params)."""
+        return self.module.panel(ax, runs, fits, **{**self.params, **which})
 
 
 FIGURES: Registry[Figure] = Registry("figure", [

@@ -1,4 +1,5 @@
-"""Figure `arch_gap`.
+"""Figure `arch_gap`: `draw` composes its file of `panel`s, one per task (`panel`
+draws one into any Axes: the notebook API).
 """
 
 from __future__ import annotations
@@ -43,6 +44,56 @@ def arch_gap(runs: pd.DataFrame, priors: tuple[str, ...]) -> pd.DataFrame:
                                        "n_seeds"])
 
 
+def _gaps(runs, priors) -> pd.DataFrame:
+    """`arch_gap`'s rows where there is a gap to measure (two architectures)."""
+    gaps = arch_gap(runs, priors)
+    return gaps[gaps["n_archs"] >= 2]
+
+
+@styled
+def panel(ax, runs, fits, task: str, priors: tuple[str, ...] = ()) -> None:
+    """On `task`, the best architecture's test accuracy minus the reference's
+    against size, one line per prior of `priors`; each point in the style of
+    the architecture best there, with +-1 sd bars of the per-seed gap.
+    NotDrawn without a gap to measure."""
+    gaps = _gaps(runs, priors)
+    g = gaps[gaps["task"] == task]
+    if g.empty:
+        raise NotDrawn(f"no gap to measure on {task} under {' or '.join(priors)}: no size "
+                       f"with finished runs of the {reference_arch()} and another architecture")
+    _panel(ax, task_runs(runs), g, task, priors)
+
+
+def _panel(ax, runs_t, g, task, priors) -> None:
+    """One task's panel: `g` its gaps."""
+    reference = reference_arch()
+    ax.set_title(task)
+    ax.set_label(task)
+    sizes = size_order(runs_t[runs_t["task"] == task])
+    pos = {s: i for i, s in enumerate(sizes)}
+    for prior in priors:
+        p = g[g["prior"] == prior].sort_values("size", key=lambda s: s.map(pos))
+        if p.empty:
+            continue
+        x = p["size"].map(pos).to_numpy()
+        (line,) = ax.plot(x, p["gap"], color=NEUTRAL, linestyle=prior_linestyle(prior),
+                          label=prior)
+        line.set_gid(f"gap:{prior}")
+        for xi, (_, row) in zip(x, p.iterrows(), strict=True):
+            style = arch_style(row["best_arch"])
+            yerr = None if np.isnan(row["gap_sd"]) else [row["gap_sd"]]
+            bars = ax.errorbar([xi], [row["gap"]], yerr=yerr, linestyle="none", **style)
+            bars.lines[0].set_gid(f"best:{prior}:{row['size']}:{row['best_arch']}")
+            ax.annotate(row["best_arch"], (xi, row["gap"]), fontsize=6.5,
+                        xytext=(4, 3), textcoords="offset points", color=style["color"])
+    ax.axhline(0, color=NEUTRAL, linewidth=0.6)
+    ax.set_xticks(range(len(sizes)), sizes)
+    ax.set_xlim(-0.4, len(sizes) - 0.6)
+    ax.set_xlabel("size")
+    ax.set_ylabel(f"accuracy gap (best - {reference})")
+    ax.legend(title="prior", loc="upper left")
+
+
 @styled
 def draw(runs, fits, out_dir, tasks=None, priors: tuple[str, ...] = ()) -> Drawn:
     """The architecture gap (best minus vanilla transformer test accuracy) against
@@ -51,9 +102,8 @@ def draw(runs, fits, out_dir, tasks=None, priors: tuple[str, ...] = ()) -> Drawn
     architecture that is best there, with +-1 sd bars of the per-seed gap."""
     runs_t = task_runs(runs)
     tasks = tasks_of(runs, tasks)
-    gaps = arch_gap(runs, priors)
+    gaps = _gaps(runs, priors)
     reference = reference_arch()
-    gaps = gaps[gaps["n_archs"] >= 2]
     if gaps.empty:
         ok = finished_runs(runs_t)
         if not (ok["arch"] == reference).any():
@@ -70,32 +120,7 @@ def draw(runs, fits, out_dir, tasks=None, priors: tuple[str, ...] = ()) -> Drawn
     notes = [f"{t} (no gap to measure)" for t in tasks if t not in shown]
     fig, axes = panel_figure(len(shown), sharey=True)
     for ax, task in zip(axes, shown, strict=True):
-        ax.set_title(task)
-        ax.set_label(task)
-        g = gaps[gaps["task"] == task]
-        sizes = size_order(runs_t[runs_t["task"] == task])
-        pos = {s: i for i, s in enumerate(sizes)}
-        for prior in priors:
-            p = g[g["prior"] == prior].sort_values("size", key=lambda s: s.map(pos))
-            if p.empty:
-                continue
-            x = p["size"].map(pos).to_numpy()
-            (line,) = ax.plot(x, p["gap"], color=NEUTRAL, linestyle=prior_linestyle(prior),
-                              label=prior)
-            line.set_gid(f"gap:{prior}")
-            for xi, (_, row) in zip(x, p.iterrows(), strict=True):
-                style = arch_style(row["best_arch"])
-                yerr = None if np.isnan(row["gap_sd"]) else [row["gap_sd"]]
-                bars = ax.errorbar([xi], [row["gap"]], yerr=yerr, linestyle="none", **style)
-                bars.lines[0].set_gid(f"best:{prior}:{row['size']}:{row['best_arch']}")
-                ax.annotate(row["best_arch"], (xi, row["gap"]), fontsize=6.5,
-                            xytext=(4, 3), textcoords="offset points", color=style["color"])
-        ax.axhline(0, color=NEUTRAL, linewidth=0.6)
-        ax.set_xticks(range(len(sizes)), sizes)
-        ax.set_xlim(-0.4, len(sizes) - 0.6)
-        ax.set_xlabel("size")
-        ax.set_ylabel(f"accuracy gap (best - {reference})")
-        ax.legend(title="prior", loc="upper left")
+        _panel(ax, runs_t, gaps[gaps["task"] == task], task, priors)
     label_outer(fig, axes)
     n = gaps.loc[gaps["n_seeds"] > 1, "n_seeds"]
     seeds = "" if n.empty else f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"

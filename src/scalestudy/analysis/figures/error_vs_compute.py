@@ -58,6 +58,7 @@ def panel(ax, runs, fits, task: str, prior: str, arch: str, x_axis=None) -> set[
     ax.set_xscale("log")
     ax.set_yscale("log")
     loglog_axes(ax, X_LABELS[x_axis], "downstream error (1 - accuracy)", minor=False)
+    place_texts([ax])
     return unfinished
 
 
