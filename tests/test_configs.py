@@ -32,18 +32,32 @@ def workflow_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# Presets that run over another (its grid with one thing changed): the
+# configfiles given together, the overlay last.
+OVERLAYS = {"wsd_check_cosine.yaml": "wsd_check.yaml"}
+
+
 def dry_run(workdir: Path, study: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    layers = [f"config/studies/{name}" for name in (OVERLAYS.get(study), study) if name]
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile",
-         f"config/studies/{study}"],
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", *layers],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
+def preset_config(study: Path) -> dict:
+    """What a preset states, over the preset it overlays (OVERLAYS)."""
+    preset = yaml.safe_load(study.read_text())
+    if study.name not in OVERLAYS:
+        return preset
+    base = yaml.safe_load((study.parent / OVERLAYS[study.name]).read_text())
+    return {**base, **preset, "train": {**base.get("train", {}), **preset.get("train", {})}}
+
+
 def lra_tasks(study: Path) -> dict[str, dict]:
     """The config of each task the preset reads from the LRA release."""
-    preset = yaml.safe_load(study.read_text())
+    preset = preset_config(study)
     found = {}
     for task in preset["grid"]["tasks"]:
         cfg = {**DEFAULT_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
@@ -121,7 +135,7 @@ def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
     done = dry_run(workdir, study.name)
     assert done.returncode == 0, done.stderr[-2000:]
     counts = job_counts(done.stdout)
-    expected = expected_jobs(yaml.safe_load(study.read_text()))
+    expected = expected_jobs(preset_config(study))
     assert {job: counts.get(job, 0) for job in expected} == expected
     assert counts["total"] == sum(c for job, c in counts.items() if job != "total")
 

@@ -360,16 +360,13 @@ def cmd_frontier(args) -> None:
     from .analysis import frontier
 
     if args.from_runs:
-        from .analysis.frontier_study import study_table
+        from .analysis.frontier_study import fit_table
         from .records import read_records
 
-        table = study_table(read_records(args.table))
+        table = fit_table(read_records(args.table))
         if table.empty:
             raise ValueError(f"{args.table}: no finished budgeted run (grid.budgets) to fit")
-        # A task run's prior is per task: its loss is that task's.
-        own = table["task"] != "upstream"
-        table.loc[own, "prior"] = table.loc[own, "prior"] + " (" + table.loc[own, "task"] + ")"
-        args.table = table[["arch", "prior", "budget", "params", "compute", "tokens", "loss"]]
+        args.table = table
     frontier.run(args)
 
 

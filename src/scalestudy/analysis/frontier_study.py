@@ -23,7 +23,7 @@ from ..priors import PRIORS
 from ..stages import STAGES
 
 COLUMNS = ["arch", "prior", "task", "size", "seed", "budget", "params", "compute", "tokens",
-           "loss", "steps", "fork_step", "wall_seconds", "fork_seconds"]
+           "loss", "steps", "fork_step", "wall_seconds", "fork_seconds", "on_task"]
 
 
 def study_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -33,10 +33,21 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     done = runs[(runs["status"] == "ok") & runs["budget"].notna()]
     upstream = [s for s, stage in STAGES.items() if stage.measures_upstream_loss]
     scratch = [p for p, prior in PRIORS.items() if prior.needs is None]
-    pre = done[done["stage"].isin(upstream)].assign(loss=lambda r: r["upstream_loss"])
-    task = done[done["prior"].isin(scratch)].assign(loss=lambda r: r["val_loss"])
+    pre = done[done["stage"].isin(upstream)].assign(loss=lambda r: r["upstream_loss"],
+                                                     on_task=False)
+    task = done[done["prior"].isin(scratch)].assign(loss=lambda r: r["val_loss"], on_task=True)
     table = pd.concat([pre, task], ignore_index=True)
     table = table.assign(params=table["n_params_nonembed"], compute=table["train_flops"],
                          tokens=table["tokens_seen"])
     table = table[np.isfinite(table["loss"].astype(float))]
     return table[COLUMNS].reset_index(drop=True)
+
+
+def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The table `scalestudy frontier --from-runs` fits, one frontier per
+    architecture and prior: a task run's prior is named with its task, since
+    its loss is that task's."""
+    table = study_table(runs)
+    own = table["on_task"].astype(bool)
+    table.loc[own, "prior"] = table.loc[own, "prior"] + " (" + table.loc[own, "task"] + ")"
+    return table[["arch", "prior", "budget", "params", "compute", "tokens", "loss"]]
