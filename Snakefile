@@ -18,6 +18,7 @@ include: "workflow/rules/collect.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/frontier.smk"
 
 
 onstart:
@@ -42,3 +43,4 @@ rule all:
         FIGURE_INDEX,
         TABLES,
         f"{OUT}/claims.md",
+        FRONTIER,

@@ -26,7 +26,7 @@ from scalestudy.analysis.scaling import fit_loglog
 
 
 def test_every_claim_states_its_text_source_rule_and_the_names_it_is_about():
-    assert len(CLAIMS) == 14
+    assert len(CLAIMS) == 15
     for name, claim in CLAIMS.items():
         assert claim.text and claim.source and claim.rule, name
         assert claim.combine in COMBINE_RULES, name
@@ -446,7 +446,7 @@ def test_claims_md_gives_each_claim_one_verdict_and_its_scopes():
     text = report.claims_markdown(checks, "synthetic", 0.95, data)
     summary = text.split("## Summary")[1].split("\n## ")[0]
     assert "| SPT closes most of the Transformer-S4 gap | holds | 1 / 0 / 0 |" in summary
-    assert text.count("- Verdict: **") == 14
+    assert text.count("- Verdict: **") == len(CLAIMS)
     assert "the claim holds when every scope holds, does not hold when some scope" in text
 
 

@@ -137,7 +137,7 @@ def test_unknown_names_and_keys_say_what_is_accepted():
     config = copy.deepcopy(DEFAULT)
     config["train"]["epochs"] = 3
     with pytest.raises(ConfigError, match=r"^train: .*'epochs' was unexpected.*"
-                                          r"accepted keys: max_steps, until, batch_size"):
+                                          r"accepted keys: max_steps, .*until, .*batch_size"):
         validate(config, SCHEMA)
 
 

@@ -32,18 +32,32 @@ def workflow_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# Presets that run over another (its grid with one thing changed): the
+# configfiles given together, the overlay last.
+OVERLAYS = {"wsd_check_cosine.yaml": "wsd_check.yaml"}
+
+
 def dry_run(workdir: Path, study: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    layers = [f"config/studies/{name}" for name in (OVERLAYS.get(study), study) if name]
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile",
-         f"config/studies/{study}"],
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", *layers],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
+def preset_config(study: Path) -> dict:
+    """What a preset states, over the preset it overlays (OVERLAYS)."""
+    preset = yaml.safe_load(study.read_text())
+    if study.name not in OVERLAYS:
+        return preset
+    base = yaml.safe_load((study.parent / OVERLAYS[study.name]).read_text())
+    return {**base, **preset, "train": {**base.get("train", {}), **preset.get("train", {})}}
+
+
 def lra_tasks(study: Path) -> dict[str, dict]:
     """The config of each task the preset reads from the LRA release."""
-    preset = yaml.safe_load(study.read_text())
+    preset = preset_config(study)
     found = {}
     for task in preset["grid"]["tasks"]:
         cfg = {**DEFAULT_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
@@ -91,12 +105,13 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     grid's values for it): one train job per cell, one pretraining per stage on
     the task's data (spt, spt_causal) x task x arch x size, one per stage on the
     upstream corpus x arch x size; each of those once per finetuning seed with
-    pretrain.seeds: per_seed."""
+    pretrain.seeds: per_seed, and once per budget of grid.budgets."""
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
     grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
     per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
+    budgets = len(grid.get("budgets") or []) or 1
     train = on_task = 0
     upstream = set()
     for task in grid["tasks"]:
@@ -108,7 +123,8 @@ def expected_jobs(preset: dict) -> dict[str, int]:
         on_task += cells * sum(STAGES[s].on_task for s in stages) * len(seeds)
         upstream |= {(s, arch, size, seed) for s in stages if not STAGES[s].on_task
                      for arch in sub["archs"] for size in sub["sizes"] for seed in seeds}
-    return {"train": train, "pretrain_task": on_task, "pretrain_upstream": len(upstream)}
+    return {"train": train * budgets, "pretrain_task": on_task * budgets,
+            "pretrain_upstream": len(upstream) * budgets}
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)
@@ -119,7 +135,7 @@ def test_study_preset_validates_and_builds_its_dag(study, tmp_path):
     done = dry_run(workdir, study.name)
     assert done.returncode == 0, done.stderr[-2000:]
     counts = job_counts(done.stdout)
-    expected = expected_jobs(yaml.safe_load(study.read_text()))
+    expected = expected_jobs(preset_config(study))
     assert {job: counts.get(job, 0) for job in expected} == expected
     assert counts["total"] == sum(c for job, c in counts.items() if job != "total")
 
@@ -227,7 +243,10 @@ def test_the_run_dataclasses_default_to_the_default_study():
     from scalestudy.study.specs import TrainConfig, TrainerConfig, hardware
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    assert dataclasses.asdict(TrainConfig()) == config["train"]
+    # budget, forks and branch_of are a budgeted run's own (study.specs.budget_fields).
+    per_run = {"budget", "forks", "branch_of"}
+    assert {k: v for k, v in dataclasses.asdict(TrainConfig()).items()
+            if k not in per_run} == config["train"]
     trainer = dataclasses.asdict(TrainerConfig())
     # threads: 0 means torch's default outside a workflow, which pins 1 per job.
     # loggers: the jobs' trackers, not part of a spec (specs.hardware).

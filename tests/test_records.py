@@ -17,7 +17,8 @@ def example_row(**changes):
         device="cpu", precision="32-true", torch_version="x", package_version="0.1.0",
         git_rev="abc", config_hash="h", data_checksum="d", test_acc=0.5, upstream_loss=math.nan,
         stopped_by="max_steps", causal=False, pretrain_causal=None, pretrain_seed=None,
-        deterministic=True, matmul_precision="highest",
+        deterministic=True, matmul_precision="highest", budget=None, fork_step=None,
+        fork_seconds=None,
     )
     row.update(changes)
     return row
@@ -132,3 +133,15 @@ def test_atomic_writers_give_files_the_mode_the_umask_allows(tmp_path, umask, ma
         write(path)
         assert stat.S_IMODE(path.stat().st_mode) == mode, name
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(writers)
+
+
+def test_a_record_written_before_budgets_reads_with_them_null(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = records.validate(example_row())
+    old = table.drop_columns(["budget", "fork_step", "fork_seconds"])
+    pq.write_table(old, tmp_path / "old.parquet")
+    frame = records.read_records(tmp_path / "old.parquet")
+    assert frame[["budget", "fork_step", "fork_seconds"]].isna().all(axis=None)
+    assert isinstance(table, pa.Table)

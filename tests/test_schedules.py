@@ -63,3 +63,47 @@ def test_a_schedule_names_what_it_accepts():
         Schedule("step", 1, 10)
     with pytest.raises(ValueError, match="decay_fraction"):
         Schedule("wsd", 1, 10, decay_fraction=0.0)
+
+
+def _committed_warmup_cosine(warmup: int, total: int):
+    """The schedule the committed studies' records were trained with (the
+    training code's before train.schedule), copied here as the oracle."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+@pytest.mark.parametrize("warmup,total", [(9, 90), (2, 12), (0, 7), (4, 4), (50, 3000)])
+def test_the_default_schedule_gives_the_committed_rates_bitwise(warmup, total):
+    """train.schedule's default (cosine) through the optimiser the loop uses:
+    every step's learning rate equal, bit for bit, to the committed studies'."""
+    from scalestudy.study.specs import TrainConfig
+    from scalestudy.training.modules import StudyModule
+
+    cfg = TrainConfig(lr=0.002, warmup_steps=warmup, max_steps=total)
+    module = StudyModule(torch.nn.Linear(3, 2), cfg)
+    optimizer, scheduler = module.configure_optimizer()
+    old = torch.optim.AdamW(torch.nn.Linear(3, 2).parameters(), lr=0.002)
+    reference = torch.optim.lr_scheduler.LambdaLR(old, _committed_warmup_cosine(warmup, total))
+    for _ in range(total + 3):
+        assert optimizer.param_groups[0]["lr"] == old.param_groups[0]["lr"]
+        optimizer.step(), scheduler.step(), old.step(), reference.step()
+
+
+def test_a_spec_at_the_default_schedule_keeps_its_committed_hash():
+    """A spec that states the new train keys at their defaults hashes as one
+    written before them (the committed records' config_hash, resume's check)."""
+    from scalestudy.study.specs import RunSpec
+
+    base = {"study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
+            "prior": "random", "seed": 0, "train": {"max_steps": 12}}
+    stated = {**base, "train": {"max_steps": 12, "schedule": "cosine", "decay_fraction": 0.3,
+                                "budget_unit": "tokens", "forks": [], "branch_of": None}}
+    assert RunSpec.from_dict(stated).config_hash() == RunSpec.from_dict(base).config_hash()
+    wsd = {**base, "train": {"max_steps": 12, "schedule": "wsd"}}
+    assert RunSpec.from_dict(wsd).config_hash() != RunSpec.from_dict(base).config_hash()

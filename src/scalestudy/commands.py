@@ -60,27 +60,55 @@ def _summary(record: dict, metric: str) -> str:
             f"wall={record['wall_seconds']:.1f}s")
 
 
+def branch_trunk(given, spec, run_dir, own) -> Path | None:
+    """A wsd branch's trunk directory: --trunk, else the one beside its own
+    (study.grid.trunk_directory); None for every other run."""
+    if given is not None or spec.train.branch_of is None:
+        return given
+    from .study.grid import trunk_directory
+
+    try:
+        return trunk_directory(run_dir, own, spec.train.branch_of)
+    except ValueError:
+        return None  # the run says it needs --trunk (training/branches.py)
+
+
 def cmd_train(args) -> None:
     from .priors import PRIORS
+    from .study.grid import Cell
     from .study.specs import RunSpec
     from .training.task import run
 
     spec = RunSpec.from_dict(json.loads(args.spec))  # a bad spec fails the job
     identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
-                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage}
-    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained),
+                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage,
+                "budget": spec.train.budget}
+    own = Cell(spec.task, spec.arch, spec.size, spec.prior, spec.seed, spec.train.budget)
+    trunk = branch_trunk(args.trunk, spec, args.run_dir, own)
+    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained,
+                                      trunk),
                           identity, Path(args.run_dir) / "record.parquet")
     print(_summary(record, "test_acc"))
 
 
 def cmd_pretrain(args) -> None:
+    import dataclasses
+
+    from .study.grid import PretrainCell
     from .study.specs import PretrainSpec
     from .training.pretrain import run_pretrain
 
     spec = PretrainSpec.from_dict(json.loads(args.spec))
     identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
-                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind}
-    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir),
+                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind,
+                "budget": spec.train.budget}
+    seeded = PretrainCell(spec.kind, spec.corpus if spec.stage.on_task else None, spec.arch,
+                          spec.size, spec.seed, spec.train.budget)
+    candidates = (seeded, dataclasses.replace(seeded, seed=None))
+    own = next((c for c in candidates if Path(args.out_dir).as_posix().endswith(c.directory)),
+               seeded)
+    trunk = branch_trunk(args.trunk, spec, args.out_dir, own)
+    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir, trunk),
                           identity, Path(args.out_dir) / "record.parquet")
     print(_summary(record, "val_loss"))
 
@@ -323,11 +351,22 @@ def _frontier_options(p) -> None:
                    help="approach 3: L-BFGS-B from this many best grid starts")
     p.add_argument("--loss-label", default="loss (nats/token)", help="the figures' loss axis")
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
+    p.add_argument("--from-runs", action="store_true",
+                   help="TABLE is a study's runs.parquet: fit its budgeted runs "
+                        "(analysis/frontier_study.py; by arch and prior)")
 
 
 def cmd_frontier(args) -> None:
     from .analysis import frontier
 
+    if args.from_runs:
+        from .analysis.frontier_study import fit_table
+        from .records import read_records
+
+        table = fit_table(read_records(args.table))
+        if table.empty:
+            raise ValueError(f"{args.table}: no finished budgeted run (grid.budgets) to fit")
+        args.table = table
     frontier.run(args)
 
 
@@ -379,6 +418,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
                    "upstream load its checkpoint, scratch_matched matches its compute; omitted "
                    "(the default) for the priors that need no pretraining")
+    p.add_argument("--trunk", type=Path, metavar="DIR",
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
+                   "branch starts (training/branches.py); by default the trunk's directory "
+                   "beside the branch's own in the study's results")
     p.set_defaults(func=cmd_train)
 
     p = command("pretrain", "pretrain one backbone (spt or upstream)")
@@ -389,6 +432,10 @@ def parser() -> argparse.ArgumentParser:
                    "corpus (upstream; scalestudy corpus --out-dir)")
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
+    p.add_argument("--trunk", type=Path, metavar="DIR",
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
+                   "branch starts (training/branches.py); by default the trunk's directory "
+                   "beside the branch's own in the study's results")
     p.set_defaults(func=cmd_pretrain)
 
     p = command("corpus", "prepare the upstream corpus")

@@ -97,6 +97,14 @@ SCHEMA = pa.schema(
         ("git_rev", pa.string()),
         ("config_hash", pa.string()),
         ("data_checksum", pa.string()),  # sha256 of the data files the run read
+        # grid.budgets: the cell's budget (train.budget_unit; a finetuning run's is its
+        # pretraining's), null without budgets. A wsd branch (training/branches.py):
+        # the step it forked from its trunk at and the trunk's wall seconds to
+        # there; its steps, tokens, train_flops and wall_seconds count the trunk's
+        # part before the fork too (what the model cost). Null for every other run.
+        ("budget", pa.float64()),
+        ("fork_step", pa.int64()),
+        ("fork_seconds", pa.float64()),
     ]
 )
 
@@ -104,7 +112,8 @@ SCHEMA = pa.schema(
 # (the committed data/cache studies) reads with them null.
 ADDED_COLUMNS = ("task_data", "data_checksum", "stopped_by", "causal", "pretrain_causal",
                  "pretrain_seed", "world_size", "batch_per_device", "micro_batch",
-                 "deterministic", "matmul_precision", "plateau_step", "final_lr")
+                 "deterministic", "matmul_precision", "plateau_step", "final_lr", "budget",
+                 "fork_step", "fork_seconds")
 
 CATEGORIES = {"stage": (*STAGES, *TASK_STAGES), "status": STATUSES,
               "stopped_by": (*STOPPED_BY, None)}

@@ -109,6 +109,9 @@ def stop_rescheduling_timers():
 
 
 GRID = config["grid"]
+# grid.budgets: a dimension of the grid (scalestudy.study.grid); directories
+# get their b{budget} segment only when a study states budgets.
+BUDGETS = grid.budgets(GRID)
 
 
 def one_of(names):
@@ -124,9 +127,10 @@ wildcard_constraints:
     size=one_of(GRID["sizes"]),
     prior=one_of(GRID["priors"]),
     seed=r"\d+",
+    budget=one_of([grid.budget_label(b) for b in BUDGETS]),
 
 
-RUN_DIR = f"{OUT}/{grid.RUN_DIR}"
+RUN_DIR = f"{OUT}/{grid.budgeted(grid.RUN_DIR, bool(BUDGETS))}"
 # pretrain.seeds: per_seed gives each finetuning seed its own pretraining run.
 PER_SEED = specs.per_seed(config)
 RECORDS = [f"{OUT}/{cell.directory}/record.parquet" for cell in grid.cells(GRID)]
@@ -140,15 +144,45 @@ UPSTREAM_STAGES = [name for name, stage in STAGES.items() if not stage.on_task]
 def run_spec(wildcards):
     """The run's spec as JSON; as a rule param, a change to it (steps, lr, the
     task's data...) reruns exactly the runs it affects."""
-    return specs.as_json(specs.run_spec(config, wildcards.task, wildcards.arch, wildcards.size,
-                                        wildcards.prior, int(wildcards.seed)))
+    return specs.as_json(train_spec(wildcards))
+
+
+def train_spec(wildcards) -> dict:
+    return specs.run_spec(config, wildcards.task, wildcards.arch, wildcards.size,
+                          wildcards.prior, int(wildcards.seed),
+                          grid.budget_of(GRID, wildcards.get("budget")))
+
+
+def pretraining_spec(wildcards) -> dict:
+    seed = wildcards.get("seed")
+    return specs.pretrain_spec(config, wildcards.stage, wildcards.get("task"), wildcards.arch,
+                               wildcards.size, int(seed) if seed is not None else None,
+                               grid.budget_of(GRID, wildcards.get("budget")))
 
 
 def pretrain_spec(wildcards):
-    stage = wildcards.stage
-    return specs.as_json(specs.pretrain_spec(config, stage, wildcards.get("task"),
-                                             wildcards.arch, wildcards.size,
-                                             wildcards.get("seed")))
+    return specs.as_json(pretraining_spec(wildcards))
+
+
+def trunk_record(run, spec: dict) -> dict:
+    """A wsd branch's trunk (its spec's branch_of): the trunk's record, whose
+    job saved the fork checkpoint the branch starts from (training/branches.py).
+    The command finds the trunk's directory beside its own (study.grid.
+    trunk_directory): the train and pretrain rules' shell commands and params
+    stay those of the studies run before budgets, which Snakemake would
+    otherwise rerun (its code and params rerun triggers)."""
+    if spec["train"].get("branch_of") is None:
+        return {}
+    return {"trunk": f"{OUT}/{grid.trunk_of(run, GRID).directory}/record.parquet"}
+
+
+def pretrain_trunk(wildcards):
+    """A pretraining branch's trunk record ({} for every other pretraining run)."""
+    seed = wildcards.get("seed")
+    run = grid.PretrainCell(wildcards.stage, wildcards.get("task"), wildcards.arch,
+                            wildcards.size, int(seed) if seed is not None else None,
+                            grid.budget_of(GRID, wildcards.get("budget")))
+    return trunk_record(run, pretraining_spec(wildcards))
 
 
 def train_inputs(wildcards):
@@ -156,22 +190,23 @@ def train_inputs(wildcards):
     that the run's prior loads or matches."""
     inputs = {"data": rules.task_data.output}
     cell = grid.Cell(wildcards.task, wildcards.arch, wildcards.size, wildcards.prior,
-                     int(wildcards.seed))
+                     int(wildcards.seed), grid.budget_of(GRID, wildcards.get("budget")))
     needed = grid.pretrain_cell(cell, PER_SEED)
     if needed:
         inputs["pretrained"] = f"{OUT}/{needed.directory}/record.parquet"
-    return inputs
+    return {**inputs, **trunk_record(cell, train_spec(wildcards))}
 
 
 # Longest first: a job's priority is the estimated FLOPs of the longest chain
 # of runs it starts (scalestudy.study.costs).
 def train_priority(wildcards):
-    return costs.train_priority(config, wildcards.task, wildcards.size, wildcards.prior)
+    return costs.train_priority(config, wildcards.task, wildcards.size, wildcards.prior,
+                                grid.budget_of(GRID, wildcards.get("budget")))
 
 
 def pretrain_priority(wildcards):
     return costs.pretrain_priority(config, wildcards.stage, wildcards.get("task"),
-                                   wildcards.size)
+                                   wildcards.size, grid.budget_of(GRID, wildcards.get("budget")))
 
 
 # Cluster resources of the jobs that train (config["resources"], profiles/slurm).
@@ -185,9 +220,12 @@ localrules:
     figure_index,
     tables,
     claims,
+    frontier,
 
 
 TRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus())
+PRETRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus(),
+                                                     section="pretrain")
 
 
 def cpu_runs(wildcards):

@@ -6,10 +6,13 @@
 # a pretraining run that diverged or failed (and has no checkpoint) is a
 # finished job, and the runs that need it record `failed` saying so.
 
+# With grid.budgets, one per budget too (b{budget}); under train.schedule wsd
+# a budget's branch starts from its trunk's fork checkpoint (found beside it).
+
 from scalestudy.stages import TASK_DIRECTORY, UPSTREAM_DIRECTORY, seeded
 
-TASK_PRETRAIN = seeded(TASK_DIRECTORY, PER_SEED)
-UPSTREAM_PRETRAIN = seeded(UPSTREAM_DIRECTORY, PER_SEED)
+TASK_PRETRAIN = seeded(grid.budgeted(TASK_DIRECTORY, bool(BUDGETS)), PER_SEED)
+UPSTREAM_PRETRAIN = seeded(grid.budgeted(UPSTREAM_DIRECTORY, bool(BUDGETS)), PER_SEED)
 
 
 rule upstream_corpus:
@@ -34,6 +37,7 @@ rule pretrain_task:
         CONDA_ENV
     input:
         rules.task_data.output,
+        unpack(pretrain_trunk),
     output:
         record=f"{OUT}/{TASK_PRETRAIN}/record.parquet",
     wildcard_constraints:
@@ -47,7 +51,7 @@ rule pretrain_task:
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:
-        **TRAINING_RESOURCES,
+        **PRETRAINING_RESOURCES,
     group:
         cpu_runs
     shell:
@@ -61,6 +65,7 @@ rule pretrain_upstream:
         CONDA_ENV
     input:
         rules.upstream_corpus.output,
+        unpack(pretrain_trunk),
     output:
         record=f"{OUT}/{UPSTREAM_PRETRAIN}/record.parquet",
     wildcard_constraints:
@@ -74,7 +79,7 @@ rule pretrain_upstream:
     threads: config["trainer"]["threads"]
     priority: pretrain_priority
     resources:
-        **TRAINING_RESOURCES,
+        **PRETRAINING_RESOURCES,
     group:
         cpu_runs
     shell:

@@ -1,5 +1,6 @@
 # Train one grid cell (from its prior's pretraining checkpoint where it has
-# one); the run record is written last, atomically.
+# one; a wsd branch from its trunk's fork checkpoint: training/branches.py);
+# the run record is written last, atomically.
 
 
 rule train:
@@ -20,7 +21,9 @@ rule train:
             else []
         ),
     log:
-        f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log",
+        f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log"
+        if not BUDGETS
+        else f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/b{{budget}}/{{prior}}/s{{seed}}.log",
     threads: config["trainer"]["threads"]
     priority: train_priority
     resources:

@@ -15,6 +15,8 @@ then every job's spec parses. It checks, in order:
   refuses (e.g. a ListOps length window with no length in it), a pretraining
   stage that never validates (so has no best checkpoint), a task longer than
   the upstream backbone it finetunes;
+- grid.budgets: runs of a fixed length (until: max_steps), each budgeted run
+  buying more steps than its warm-up (`costs.check_budgets`, estimated);
 - that train.batch_size (and pretrain.batch_size) splits evenly over the
   run's devices and into its micro-batches (`specs.batch_shares`);
 - on a cluster (`cluster`; the workflow checks it at onstart, where Snakemake
@@ -40,7 +42,7 @@ from ..stages import STAGES
 from ..tasks import TASKS, task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
 from ..training.trackers import require as require_trackers
-from .costs import VOCAB_BOUND, gpu_memory, training_memory
+from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
 from .resources import device_count, gpu_study, local_gpus
 from .schema import SCHEMA_PATH, ConfigError, check_schema, coerce_config
@@ -88,6 +90,13 @@ def check_semantics(config: dict) -> None:
     every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
     stages = stages_needed(grid)
     pretrain = config["pretrain"]
+    if grid.get("budgets"):
+        for section in ("train", "pretrain"):
+            if config[section]["until"] != "max_steps":
+                raise ConfigError(
+                    f"{section}.until: {config[section]['until']!r} with grid.budgets: a "
+                    f"budgeted run trains the steps its budget buys, its schedule ending "
+                    f"there; accepted with budgets: max_steps")
     for prior in sorted(every_prior):
         try:
             PRIORS[prior].check_until(train["until"])
@@ -102,12 +111,15 @@ def check_semantics(config: dict) -> None:
                 f"{schedule['val_every']}) to find a plateau in ({section}.until: plateau); "
                 f"accepted: at least {PLATEAU_MIN_VALIDATIONS * schedule['val_every']}"
             )
-    if stages and pretrain["val_every"] > pretrain["max_steps"]:
+    if stages and not grid.get("budgets") and pretrain["val_every"] > pretrain["max_steps"]:
         raise ConfigError(
             f"pretrain.val_every: {pretrain['val_every']} exceeds pretrain.max_steps "
             f"{pretrain['max_steps']}: no validation, so no best checkpoint; accepted: "
             f"1 to pretrain.max_steps"
         )
+    refused = check_budgets(config)
+    if refused:
+        raise ConfigError(refused)
     seq_len = config["upstream"]["seq_len"]
     for task, cfg in task_configs.items():
         upstream_stages = {PRIORS[p].pretrain for p in task_grid(grid, task)["priors"]} - {None}

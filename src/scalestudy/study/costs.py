@@ -17,7 +17,8 @@ from ..architectures import ARCHITECTURES
 from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
-from .grid import task_grid
+from ..tasks.contract import BYTE_VOCAB
+from .grid import budget_label, task_grid
 from .ladder import shape_for
 
 VOCAB_BOUND = 512  # above every vocabulary here (ListOps 18 ids, the byte corpus 259)
@@ -96,6 +97,52 @@ def run_flops(size: str, protocol: str, batch: int, seq_len: int, steps: int) ->
     return 6.0 * non_embedding * batch * seq_len * steps
 
 
+def step_flops_estimate(arch: str, size: str, protocol: str, batch: int, seq_len: int,
+                        vocab: int = 0) -> float:
+    """Estimated FLOPs of one training step of `arch` at `size`, for a
+    budget's steps before the run counts its own (training/flops.py, which
+    the run then uses and records): 6 N B T (`run_flops`), attention's
+    QK^T and AV, 12 B T^2 D a layer forward and backward (an attention
+    backbone), and a masked-LM head over `vocab` ids, 6 B T D V. Against the
+    counted FLOPs of an upstream masked-LM step (T 48, the default ladder,
+    xxs-m; tests/test_budgets.py): the transformer 2-3% under, lconv 3-4%
+    under, S4 3-16% over (its FFT convolution costs less than the dense
+    layer 6 N B T counts for it). A refusal near its threshold is therefore
+    up to 16% conservative for S4."""
+    shape = shape_for(size, protocol)
+    flops = run_flops(size, protocol, batch, seq_len, 1)
+    if ARCHITECTURES[arch].attention:
+        flops += 12.0 * batch * seq_len**2 * shape.width * shape.depth
+    return flops + 6.0 * batch * seq_len * shape.width * vocab
+
+
+def budget_steps_estimate(config: dict, section: str, task: str | None, arch: str, size: str,
+                          budget: float) -> tuple[int, float]:
+    """(estimated steps, estimated cost of a step in train.budget_unit) a budget buys a run of
+    `section` (train: a task run of `task`; pretrain: a pretraining run, on
+    `task`'s data or, task None, the upstream corpus)."""
+    schedule = config[section]
+    seq_len = task_seq_len(config, task) if task else config["upstream"]["seq_len"]
+    vocab = (BYTE_VOCAB if task is None else VOCAB_BOUND) if section == "pretrain" else 0
+    per_step = step_flops_estimate(arch, size, config["train"]["protocol"],
+                                   schedule["batch_size"], seq_len, vocab)
+    if config["train"]["budget_unit"] == "tokens":
+        per_step = schedule["batch_size"] * seq_len
+    return math.ceil(budget / per_step), per_step
+
+
+def budget_flops(config: dict, section: str, task: str | None, size: str,
+                 budget: float) -> float:
+    """A budget's estimated FLOPs, for priorities: itself (budget_unit flops),
+    or the vanilla transformer's 6 N D of its tokens."""
+    if config["train"]["budget_unit"] == "flops":
+        return budget
+    seq_len = task_seq_len(config, task) if task else config["upstream"]["seq_len"]
+    batch = config[section]["batch_size"]
+    steps = math.ceil(budget / (batch * seq_len))
+    return run_flops(size, config["train"]["protocol"], batch, seq_len, steps)
+
+
 @functools.cache
 def _seq_len(task: str, section: str) -> int:
     import json
@@ -109,8 +156,12 @@ def task_seq_len(config: dict, task: str) -> int:
     return _seq_len(task, json.dumps(config["tasks"].get(task, {}), sort_keys=True))
 
 
-def pretraining_flops(config: dict, stage: str, task: str | None, size: str) -> float:
-    """Estimated FLOPs of one pretraining run of `stage`."""
+def pretraining_flops(config: dict, stage: str, task: str | None, size: str,
+                      budget: float | None = None) -> float:
+    """Estimated FLOPs of one pretraining run of `stage` (of a budget: the budget's)."""
+    if budget is not None:
+        return budget_flops(config, "pretrain", task if STAGES[stage].on_task else None, size,
+                            budget)
     pretrain = config["pretrain"]
     tokens = (task_seq_len(config, task) if STAGES[stage].on_task
               else config["upstream"]["seq_len"])
@@ -118,14 +169,19 @@ def pretraining_flops(config: dict, stage: str, task: str | None, size: str) -> 
                      pretrain["max_steps"])
 
 
-def training_flops(config: dict, task: str, size: str, prior: str) -> float:
+def training_flops(config: dict, task: str, size: str, prior: str,
+                   budget: float | None = None) -> float:
     """Estimated FLOPs of one task run, with its pretraining's where its prior
-    matches that compute."""
+    matches that compute; a cell's budget sets its task run's when its prior
+    pretrains nothing (study.grid), else its pretraining's."""
     train = config["train"]
+    entry = PRIORS[prior]
+    if budget is not None and entry.needs is None:
+        return budget_flops(config, "train", task, size, budget)
     own = run_flops(size, train["protocol"], train["batch_size"], task_seq_len(config, task),
                     train["max_steps"])
-    matched = PRIORS[prior].matched_to
-    return own + (pretraining_flops(config, matched, task, size) if matched else 0.0)
+    matched = entry.matched_to
+    return own + (pretraining_flops(config, matched, task, size, budget) if matched else 0.0)
 
 
 # Longest first. Snakemake starts the ready jobs of highest priority, and a
@@ -139,20 +195,66 @@ def as_priority(flops: float) -> int:
     return round(100 * math.log10(max(flops, 1.0)))
 
 
-def train_priority(config: dict, task: str, size: str, prior: str) -> int:
-    return as_priority(training_flops(config, task, size, prior))
+def train_priority(config: dict, task: str, size: str, prior: str,
+                   budget: float | None = None) -> int:
+    return as_priority(training_flops(config, task, size, prior, budget))
 
 
-def pretrain_priority(config: dict, stage: str, task: str | None, size: str) -> int:
+def pretrain_priority(config: dict, stage: str, task: str | None, size: str,
+                      budget: float | None = None) -> int:
     """The pretraining run's FLOPs plus those of the longest run that waits
     for it (a stage on the upstream corpus serves every task)."""
     grid = config["grid"]
     tasks = [task] if STAGES[stage].on_task else grid["tasks"]
     waiting = [
-        training_flops(config, t, size, prior)
+        training_flops(config, t, size, prior, budget)
         for t in tasks
         for prior in task_grid(grid, t)["priors"]
         if PRIORS[prior].needs == stage
     ]
-    own = pretraining_flops(config, stage, task, size)
+    own = pretraining_flops(config, stage, task, size, budget)
     return as_priority(own + max(waiting, default=0.0))
+
+
+def budget_scale(config: dict, section: str, task: str | None, arch: str | None, size: str,
+                 budget: float | None) -> float:
+    """How much longer than a run of `section`.max_steps a budgeted run
+    trains (at least 1): its estimated steps over max_steps, for the runtime
+    a cluster job asks for (study/resources.py)."""
+    if budget is None:
+        return 1.0
+    steps, _ = budget_steps_estimate(config, section, task, arch or "transformer", size, budget)
+    return max(1.0, steps / config[section]["max_steps"])
+
+
+def check_budgets(config: dict) -> str | None:
+    """Why a budget cannot run, or None: every budgeted run of the grid
+    (study.grid: a cell's pretraining when its prior pretrains, else its
+    task run) must buy, by `budget_steps_estimate`, more steps than its
+    warm-up. The run checks its counted FLOPs again (training/branches.py)."""
+    from .grid import budgets, cells, pretrain_cell
+
+    every = budgets(config["grid"])
+    if not every:
+        return None
+    runs = set()
+    for cell in cells(config["grid"]):
+        pre = pretrain_cell(cell)
+        if pre is None:
+            runs.add(("train", cell.task, cell.arch, cell.size, cell.budget,
+                      f"the {cell.task} runs of {cell.arch} at size {cell.size}"))
+        else:
+            runs.add(("pretrain", pre.task, pre.arch, pre.size, pre.budget,
+                      f"the {pre.stage} pretraining of {pre.arch} at size {pre.size}"
+                      + (f" on {pre.task}" if pre.task else "")))
+    for section, task, arch, size, budget, what in sorted(runs, key=str):
+        steps, per_step = budget_steps_estimate(config, section, task, arch, size, budget)
+        warmup = config[section]["warmup_steps"]
+        if steps <= warmup:
+            unit = config["train"]["budget_unit"]
+            return (f"grid.budgets: {budget_label(budget)} {unit} buys {what} about {steps} "
+                    f"steps (about {per_step:.3g} {unit} a step, study.costs."
+                    f"budget_steps_estimate), not past its {warmup} warm-up steps "
+                    f"({section}.warmup_steps); accepted: budgets of at least about "
+                    f"{(warmup + 1) * per_step:.3g} {unit} for this cell, or a shorter warm-up")
+    return None

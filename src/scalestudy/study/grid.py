@@ -4,10 +4,21 @@ run's directory is.
 The one place a cell list is made from: the workflow's targets, the config
 checks, the tests and tools/slurm. Paths are relative to the study's results
 directory (results/{study}/); the patterns keep Snakemake's wildcard names.
+
+Budgets (grid.budgets, training FLOPs or tokens: train.budget_unit) are a
+dimension of the grid when a study states them: each cell is then also of
+one budget, and the run it budgets (`budgeted`: the cell's pretraining run
+when its prior needs one, where the study measures its upstream loss, else
+its task run) trains for the steps the budget buys. Directories get a
+b{budget} segment only then, so a study without budgets keeps its paths.
+Under train.schedule wsd the budgets of one run (the same cell but for the
+budget) share one training: the largest budget is the trunk, every smaller
+one a branch that forks from it where its own cooldown starts (`trunk_of`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..priors import PRIORS
@@ -15,6 +26,33 @@ from ..stages import STAGES, seeded
 
 GRID_KEYS = ("archs", "sizes", "priors", "seeds")
 RUN_DIR = "runs/{task}/{arch}/{size}/{prior}/s{seed}"
+
+
+def budgeted(pattern: str, with_budgets: bool) -> str:
+    """A run directory pattern with its b{budget} segment after the size (a
+    study with budgets), else unchanged."""
+    return pattern.replace("{size}", "{size}/b{budget}") if with_budgets else pattern
+
+
+def budget_label(budget: float) -> str:
+    """A budget as its directories and wildcards name it: 1e+15, 3.2e+14, 5000."""
+    return f"{float(budget):g}"
+
+
+def budgets(grid: dict) -> list[float]:
+    """The grid's budgets, smallest first ([] without budgets)."""
+    return sorted(float(b) for b in grid.get("budgets") or [])
+
+
+def budget_of(grid: dict, label: str | None) -> float | None:
+    """The budget a directory label names (None: no budget)."""
+    if label is None:
+        return None
+    for budget in budgets(grid):
+        if budget_label(budget) == label:
+            return budget
+    raise ValueError(f"budget {label!r}: not in grid.budgets "
+                     f"({', '.join(map(budget_label, budgets(grid)))})")
 
 
 @dataclass(frozen=True)
@@ -26,10 +64,22 @@ class Cell:
     size: str
     prior: str
     seed: int
+    budget: float | None = None
 
     @property
     def directory(self) -> str:
-        return RUN_DIR.format(**vars(self))
+        return budgeted(RUN_DIR, self.budget is not None).format(
+            **{**vars(self), "budget": _label(self.budget)})
+
+    @property
+    def budgets_task_run(self) -> bool:
+        """Whether the cell's budget sets its task run's length (a prior
+        without pretraining), rather than its pretraining run's."""
+        return self.budget is not None and PRIORS[self.prior].needs is None
+
+
+def _label(budget: float | None) -> str | None:
+    return None if budget is None else budget_label(budget)
 
 
 @dataclass(frozen=True)
@@ -43,11 +93,14 @@ class PretrainCell:
     arch: str
     size: str
     seed: int | None = None
+    budget: float | None = None
 
     @property
     def directory(self) -> str:
-        pattern = seeded(STAGES[self.stage].directory, self.seed is not None)
-        return pattern.format(task=self.task, arch=self.arch, size=self.size, seed=self.seed)
+        pattern = seeded(budgeted(STAGES[self.stage].directory, self.budget is not None),
+                         self.seed is not None)
+        return pattern.format(task=self.task, arch=self.arch, size=self.size, seed=self.seed,
+                              budget=_label(self.budget))
 
 
 def task_grid(grid: dict, task: str) -> dict[str, list]:
@@ -60,10 +113,12 @@ def task_grid(grid: dict, task: str) -> dict[str, list]:
 def cells(grid: dict) -> list[Cell]:
     """Every training run of the grid, task by task."""
     out = []
+    every_budget = budgets(grid) or [None]
     for task in grid["tasks"]:
         own = task_grid(grid, task)
-        out += [Cell(task, arch, size, prior, seed) for arch in own["archs"]
-                for size in own["sizes"] for prior in own["priors"] for seed in own["seeds"]]
+        out += [Cell(task, arch, size, prior, seed, budget) for arch in own["archs"]
+                for size in own["sizes"] for budget in every_budget
+                for prior in own["priors"] for seed in own["seeds"]]
     return out
 
 
@@ -74,7 +129,38 @@ def pretrain_cell(cell: Cell, per_seed: bool = False) -> PretrainCell | None:
     if stage is None:
         return None
     return PretrainCell(stage, cell.task if STAGES[stage].on_task else None, cell.arch,
-                        cell.size, cell.seed if per_seed else None)
+                        cell.size, cell.seed if per_seed else None, cell.budget)
+
+
+def trunk_of(run, grid: dict):
+    """Under train.schedule wsd, the run (a Cell or PretrainCell with a
+    budget) a budgeted run forks from: the same run at the grid's largest
+    budget; None for that trunk itself, and without budgets."""
+    every = budgets(grid)
+    if run.budget is None or run.budget == every[-1]:
+        return None
+    return dataclasses.replace(run, budget=every[-1])
+
+
+def trunk_directory(run_dir, own, trunk_budget: float):
+    """The directory of the trunk of the branch `own` (a Cell or
+    PretrainCell) that runs in `run_dir`: the same results directory, at
+    `trunk_budget`'s directory. ValueError if `run_dir` is not `own`'s."""
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    trunk = dataclasses.replace(own, budget=trunk_budget)
+    suffix = Path(own.directory).parts
+    if run_dir.parts[-len(suffix):] != suffix:
+        raise ValueError(f"{run_dir}: not the directory of a run {own.directory}, so its "
+                         f"trunk's cannot be found beside it; give it (--trunk)")
+    return run_dir.parents[len(suffix) - 1] / trunk.directory
+
+
+def forks_of(run, grid: dict) -> list[float]:
+    """The budgets that fork from `run` (a trunk): every smaller budget."""
+    every = budgets(grid)
+    return every[:-1] if run.budget is not None and run.budget == every[-1] else []
 
 
 def pretrain_cells(grid: dict, per_seed: bool = False) -> list[PretrainCell]:

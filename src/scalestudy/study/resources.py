@@ -5,6 +5,7 @@ uses (profiles/slurm, docs/cluster.md); and on a workstation with GPUs, the
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -63,22 +64,38 @@ def job_setting(config: dict, task: str | None, size: str, key: str, default=Non
     return default
 
 
-def sized(config: dict, key: str):
+def sized(config: dict, key: str, section: str = "train"):
     """A job's runtime or mem_mb (job_setting), times the attempt: a job that
-    failed (out of time, out of memory) is retried with more. A Snakemake
-    resource callable (wildcards, attempt)."""
+    failed (out of time, out of memory) is retried with more. A budgeted
+    run's runtime (grid.budgets; the `budget` wildcard) also scales with its
+    estimated steps over `section`.max_steps, the length the runtime is
+    stated for (costs.budget_scale). A Snakemake resource callable
+    (wildcards, attempt)."""
+    from ..priors import PRIORS
+    from . import costs
+    from .grid import budget_of
 
     def value(wildcards, attempt):
-        return job_setting(config, wildcards.get("task"), wildcards.size, key) * attempt
+        task = wildcards.get("task")
+        amount = job_setting(config, task, wildcards.size, key)
+        prior = wildcards.get("prior")
+        budgets_this = section == "pretrain" or prior is None or PRIORS[prior].needs is None
+        if key == "runtime" and wildcards.get("budget") is not None and budgets_this:
+            budget = budget_of(config["grid"], wildcards.get("budget"))
+            amount = math.ceil(amount * costs.budget_scale(
+                config, section, task, wildcards.get("arch"), wildcards.size, budget))
+        return amount * attempt
 
     return value
 
 
-def training_resources(config: dict, environ=os.environ, gpus: int = 0) -> dict:
-    """The resources of a training or pretraining job; `gpus`, a workstation's
-    (0 on a cluster, where `auto` is refused)."""
+def training_resources(config: dict, environ=os.environ, gpus: int = 0,
+                       section: str = "train") -> dict:
+    """The resources of a training (`section` train) or pretraining (pretrain)
+    job; `gpus`, a workstation's (0 on a cluster, where `auto` is refused)."""
     resources = config["resources"]
-    asked = {"runtime": sized(config, "runtime"), "mem_mb": sized(config, "mem_mb")}
+    asked = {"runtime": sized(config, "runtime", section),
+             "mem_mb": sized(config, "mem_mb", section)}
     for key in ("account", "partition"):
         name = resources[key] or environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
         if name:

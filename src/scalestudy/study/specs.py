@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..stages import PRETRAIN_SEEDS, STAGES
 from ..tasks import task_config
+from . import grid
 from .resources import device_count, job_setting
 
 
@@ -42,7 +44,49 @@ class TrainConfig:
     # decay_fraction x the steps so far, so that a converged run is annealed;
     # max_steps stays the cap.
     until: str = "max_steps"
+    # The learning-rate schedule (training/schedules.py): cosine, or wsd
+    # (warmup-stable-decay, the cooldown over the last decay_fraction of the steps).
+    schedule: str = "cosine"
     decay_fraction: float = 0.2
+    # A budget cell (grid.budgets): its training compute in budget_unit (flops
+    # or tokens); the run trains the steps it buys, max_steps being then unused.
+    budget: float | None = None
+    budget_unit: str = "flops"
+    # Under wsd, one run serves several budgets (training/branches.py): the
+    # trunk (the largest budget) saves a checkpoint where each smaller budget's
+    # cooldown starts (`forks`), and a branch (`branch_of`: its trunk's budget)
+    # starts there.
+    forks: tuple = ()
+    branch_of: float | None = None
+
+
+# Fields added after the committed studies' records were made: at these
+# values a spec leaves them out (its JSON and its hash), so that a study
+# without budgets or wsd keeps the specs, hashes and records it had.
+LATER_DEFAULTS = {"schedule": "cosine", "decay_fraction": 0.2, "budget": None,
+                  "budget_unit": "flops", "forks": (), "branch_of": None}
+
+
+def without_later_defaults(train: dict) -> dict:
+    """A train section without the LATER_DEFAULTS fields at their defaults
+    (decay_fraction and budget_unit without wsd, a plateau or budgets, which
+    alone read them). A run until its plateau keeps decay_fraction: its
+    cooldown makes it another run than one stopped at its plateau."""
+    plateau = train.get("until") == "plateau"  # its cooldown reads decay_fraction
+    out = {k: v for k, v in train.items()
+           if not (k in LATER_DEFAULTS and _same(v, LATER_DEFAULTS[k])
+                   and not (plateau and k == "decay_fraction"))}
+    if out.get("schedule", "cosine") == "cosine" and not plateau:
+        out.pop("decay_fraction", None)
+    if out.get("budget") is None:
+        out.pop("budget_unit", None)
+    return out
+
+
+def _same(value, default) -> bool:
+    if isinstance(default, tuple):
+        return tuple(value or ()) == default
+    return value == default
 
 
 @dataclass(frozen=True)
@@ -111,7 +155,10 @@ class Spec:
     @classmethod
     def from_dict(cls, spec: dict):
         spec = dict(spec)
-        spec["train"] = parse_section(TrainConfig, cls.train_section, spec.get("train", {}))
+        train = dict(spec.get("train", {}))
+        if "forks" in train:  # a JSON list; a tuple keeps the config hashable
+            train["forks"] = tuple(train["forks"])
+        spec["train"] = parse_section(TrainConfig, cls.train_section, train)
         spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
         made = cls(**spec)
         made.check()
@@ -125,7 +172,9 @@ class Spec:
         """Raises ValueError for a spec that cannot run."""
 
     def config_hash(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        spec = dataclasses.asdict(self)
+        spec["train"] = without_later_defaults(spec["train"])
+        text = json.dumps(spec, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -163,7 +212,8 @@ class PretrainSpec(Spec):
 
     def check(self) -> None:
         STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
-        if self.train.val_every > self.train.max_steps:
+        # A budgeted run validates at its budget's last step too (training/loop.py).
+        if self.train.budget is None and self.train.val_every > self.train.max_steps:
             raise ValueError(
                 f"pretrain.val_every = {self.train.val_every} exceeds pretrain.max_steps = "
                 f"{self.train.max_steps}: no validation, so no best checkpoint"
@@ -188,11 +238,39 @@ def task_section(config: dict, task: str) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
-def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int) -> dict:
+def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,
+             budget: float | None = None) -> dict:
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
+    cell = grid.Cell(task, arch, size, prior, int(seed), budget)
+    train = dict(config["train"])
+    if cell.budgets_task_run:
+        train.update(budget_fields(config, cell, train))
     return {"study": config["study"], "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": config["train"], "trainer": trainer_section(config, task, size)}
+            "train": without_later_defaults(train),
+            "trainer": trainer_section(config, task, size)}
+
+
+def budget_fields(config: dict, run, schedule: dict) -> dict:
+    """The train keys of a budgeted run (a grid Cell or PretrainCell): its
+    budget and unit, and under wsd its place in its trunk's chain (the trunk's
+    fork budgets, or the branch's trunk)."""
+    fields = {"budget": run.budget, "budget_unit": config["train"]["budget_unit"]}
+    if schedule.get("schedule") == "wsd":
+        trunk = grid.trunk_of(run, config["grid"])
+        if trunk is None:
+            fields["forks"] = grid.forks_of(run, config["grid"])
+        else:
+            fields["branch_of"] = trunk.budget
+    return fields
+
+
+def budget_steps(cfg: TrainConfig, flops_per_step: float, seq_len: int) -> int:
+    """The optimiser steps a budgeted run trains: ceil(budget / what a step
+    costs), its counted FLOPs (budget_unit flops) or batch_size x seq_len
+    tokens (tokens, padding included: the step's capacity)."""
+    per_step = flops_per_step if cfg.budget_unit == "flops" else cfg.batch_size * seq_len
+    return max(1, math.ceil(cfg.budget / per_step))
 
 
 def trainer_section(config: dict, task: str | None, size: str) -> dict:
@@ -208,7 +286,8 @@ def pretrain_schedule(config: dict) -> dict:
     """The train section of a pretraining run: the study's, with the schedule
     keys the pretrain section states (the same backbone, norm and protocol)."""
     pretrain = config["pretrain"]
-    return {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}}
+    return without_later_defaults(
+        {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}})
 
 
 def per_seed(config: dict) -> bool:
@@ -217,7 +296,7 @@ def per_seed(config: dict) -> bool:
 
 
 def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
-                  seed: int | None = None) -> dict:
+                  seed: int | None = None, budget: float | None = None) -> dict:
     """The PretrainSpec of a stage's run for an arch x size (and task, for a
     stage on the task's own data), as the dict `scalestudy pretrain` reads: of
     finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
@@ -225,11 +304,16 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
     pretrain = config["pretrain"]
     if per_seed(config) and seed is None:
         raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
+    train = pretrain_schedule(config)
+    if budget is not None:
+        run = grid.PretrainCell(stage, task if entry.on_task else None, arch, size,
+                                seed if per_seed(config) else None, budget)
+        train = {**train, **budget_fields(config, run, {"schedule": "cosine", **train})}
     return {
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
         "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
-        "span": pretrain["span"], "train": pretrain_schedule(config),
+        "span": pretrain["span"], "train": without_later_defaults(train),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 

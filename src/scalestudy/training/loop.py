@@ -19,6 +19,10 @@ What a run gets, and where it lives:
 - `last.ckpt` at every validation, at the end of training and on SIGTERM or
   USR1 (training/resume.py), written atomically; with `keep_best`, `best.ckpt`
   at each validation that improves the validation loss (pretraining);
+- a budgeted run (grid.budgets) validates at its last step too (its record's
+  loss is its budget's); a wsd trunk saves each branch's fork checkpoint at
+  the step its cooldown begins (`forks`), and `fork` starts a branch there
+  (training/branches.py);
 - `TrainingLoop.resume`: the weights, optimiser, schedule, loop counters, data order
   and position, RNG streams and plateau history of a checkpoint, so a resumed
   run ends in the record an uninterrupted one writes;
@@ -184,7 +188,8 @@ class TrainingLoop:
 
     def __init__(self, fabric: Fabric, module, cfg, run_dir: Path, config_hash: str,
                  train: DataLoader, val: DataLoader, keep_best: bool = False,
-                 micro_batch: int = 0):
+                 micro_batch: int = 0, forks: dict[int, list[str]] | None = None,
+                 fork_step: int | None = None):
         self.fabric, self.cfg, self.run_dir = fabric, cfg, Path(run_dir)
         self.config_hash, self.train_loader, self.val_loader = config_hash, train, val
         self.per_device, self.micro_batch, self.accumulation = batch_shares(
@@ -204,6 +209,10 @@ class TrainingLoop:
         self.diverged_step: int | None = None
         self.stopped_by: str | None = None
         self.seconds_before, self.started = 0.0, time.perf_counter()
+        # A wsd trunk's fork checkpoints by step; a branch's fork step (None:
+        # no branch) and the trunk's seconds to it, which its checkpoints keep.
+        self.forks = forks or {}
+        self.fork_step, self.fork_seconds = fork_step, None
         self.log_every = max(1, min(10, cfg.val_every))
         # The first step with a non-finite loss on this rank (NEVER: none yet),
         # kept on the device and read where the loop checks (check_finite).
@@ -226,6 +235,7 @@ class TrainingLoop:
             "history": self.history, "seconds": self.elapsed(),
             "hyper_parameters": self.module.hyperparameters(),
             "ranks": self.every_rank(own), resume.SPEC_KEY: self.config_hash,
+            **({"fork_seconds": self.fork_seconds} if self.fork_step is not None else {}),
         }
 
     def every_rank(self, own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -249,6 +259,35 @@ class TrainingLoop:
         """Continue from a checkpoint this run's spec wrote (resume.resume_point)."""
         state = self.state()
         self.fabric.load(path, state, weights_only=True)
+        self.restore(state)
+        if self.fork_step is not None:
+            self.fork_seconds = state["fork_seconds"]
+
+    def fork(self, path: Path, step: int) -> None:
+        """Start a wsd branch from its trunk's checkpoint at `step`
+        (training/branches.py): the trunk's state there, with this run's own
+        schedule (its length, hence its cooldown) and its own best loss (the
+        branch's validations choose its best checkpoint)."""
+        if not Path(path).is_file():
+            raise ValueError(f"{path}: the trunk left no fork checkpoint (it failed or diverged "
+                             f"before step {step}), so the branch has nothing to start from")
+        own = dict(self.schedule.lr_lambdas[0].__dict__)
+        state = self.state()
+        del state["fork_seconds"]  # a trunk's checkpoint has none
+        self.fabric.load(path, state, weights_only=True)
+        if state["global_step"] != step:
+            raise ValueError(f"{path}: saved at step {state['global_step']}, the branch forks "
+                             f"at step {step}: not this branch's trunk")
+        self.restore(state)
+        self.schedule.lr_lambdas[0].__dict__.update(own)
+        factor = self.schedule.lr_lambdas[0](self.step)
+        for group, base in zip(self.optimizer.param_groups, self.schedule.base_lrs, strict=True):
+            group["lr"] = base * factor
+        self.schedule._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self.best, self.fork_seconds = math.inf, float(state["seconds"])
+
+    def restore(self, state: dict) -> None:
+        """The loop's own counters from a loaded checkpoint's `state`."""
         self.step, self.epoch = state["global_step"], state["epoch"]
         self.train_loss, self.best, self.seconds_before = (state["train_loss"], state["best"],
                                                            state["seconds"])
@@ -280,7 +319,7 @@ class TrainingLoop:
         step on a CPU (free there), else the steps that log or validate."""
         cfg = self.cfg
         return (self.fabric.device.type == "cpu" or step % self.log_every == 0
-                or step % cfg.val_every == 0 or step == cfg.max_steps)
+                or step % cfg.val_every == 0 or step == self.last_step)
 
     def check_finite(self) -> None:
         """Raise Diverged if a loss since the last check was non-finite on any
@@ -381,9 +420,16 @@ class TrainingLoop:
         return evaluate(self.fabric, self.module, self.val_loader, "val")
 
     def after_step(self) -> None:
-        """Fault injection (scalestudy.faults): the `fit` kill point halfway."""
-        if self.step == max(1, self.cfg.max_steps // 2):
+        """Fault injection (scalestudy.faults): the `fit` kill point halfway
+        through the steps this run trains (a branch's: its cooldown's)."""
+        first = self.fork_step or 0
+        if self.step == max(first + 1, (first + self.cfg.max_steps) // 2):
             faults.kill_point("fit", self.run_dir)
+
+    def save_forks(self) -> None:
+        """A trunk's fork checkpoints of this step (training/branches.py)."""
+        for name in self.forks.get(self.step, ()):
+            self.save(name)
 
     def run(self) -> None:
         """Train to max_steps (or the plateau); raises Diverged or Preempted."""
@@ -392,6 +438,8 @@ class TrainingLoop:
         self.module.train()
         progress = tqdm(total=cfg.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
                         disable=not (fabric.is_global_zero and sys.stderr.isatty()))
+        if self.step == 0:
+            self.save_forks()  # a branch forking before any step (no warm-up)
         with StopSignal() as stop, progress:
             batches = self.batches()
             while self.step < self.last_step:
@@ -403,9 +451,13 @@ class TrainingLoop:
                     self.train_loss = float(fabric.all_reduce(loss.detach(), reduce_op="mean"))
                     fabric.log_dict({"train_loss": self.train_loss}, step=self.step)
                     progress.set_postfix(train_loss=f"{self.train_loss:.4f}", refresh=False)
-                if self.step % cfg.val_every == 0:
+                if self.step % cfg.val_every == 0 or (cfg.budget is not None
+                                                      and self.step == cfg.max_steps):
                     self.validate()
+                    self.save_forks()  # before last.ckpt: a run resumed past a fork has it
                     self.save(LAST)
+                else:
+                    self.save_forks()
                 progress.update()
                 self.after_step()
                 if self.stop_requested(stop):

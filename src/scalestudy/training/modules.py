@@ -2,9 +2,11 @@
 masked-LM head (training/masked_lm.py), sharing the optimiser and schedule of
 `StudyModule`.
 
-Optimiser: AdamW, linear warm-up then cosine decay to 10% of the peak rate,
-stepped once per optimiser step (training/schedules.py `Schedule`, which a
-plateau cuts short with a cooldown: loop.TrainingLoop.anneal). Parameter groups come from
+Optimiser: AdamW, stepped once per optimiser step through the run's
+learning-rate schedule (training/schedules.py: `train.schedule`, linear
+warm-up then cosine decay to 10% of the peak rate by default, or
+warmup-stable-decay; a plateau cuts it short with a cooldown:
+loop.TrainingLoop.anneal). Parameter groups come from
 the modules that own the parameters: a module may define
 `optim_hints() -> {parameter name: AdamW options}` for its own parameters (S4's
 A and dt: their own learning rate, capped at the run's, and no weight decay;
@@ -27,6 +29,11 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from ..study.specs import TrainConfig
 from .schedules import Schedule
+
+
+def schedule_of(cfg: TrainConfig) -> Schedule:
+    """The run's learning-rate factor per step (train.schedule)."""
+    return Schedule(cfg.schedule, cfg.warmup_steps, cfg.max_steps, cfg.decay_fraction)
 
 
 def fused_adamw(groups: list[dict], scaled: bool = False) -> bool | None:
@@ -67,8 +74,8 @@ def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
 
 
 class StudyModule(torch.nn.Module):
-    """What every training stage's model shares: AdamW with warm-up + cosine
-    decay, the token count and the RNG streams a checkpoint keeps. The loop
+    """What every training stage's model shares: AdamW with its schedule, the
+    token count and the RNG streams a checkpoint keeps. The loop
     (training/loop.py) calls:
 
     - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
@@ -127,14 +134,13 @@ class StudyModule(torch.nn.Module):
 
     def configure_optimizer(self, scaled: bool = False) -> tuple[torch.optim.Optimizer,
                                                                  LambdaLR]:
-        """AdamW and its per-step schedule (warm-up, then cosine decay);
+        """AdamW and its per-step schedule (train.schedule);
         `scaled`: the run's gradients go through a gradient scaler (16-mixed)."""
         cfg = self.cfg
         groups = parameter_groups(self, cfg.lr)
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                       fused=fused_adamw(groups, scaled))
-        return optimizer, LambdaLR(optimizer, Schedule("cosine", cfg.warmup_steps, cfg.max_steps,
-                                                       cfg.decay_fraction))
+        return optimizer, LambdaLR(optimizer, schedule_of(cfg))
 
 
 class Classifier(StudyModule):

@@ -29,6 +29,7 @@ from ..records import data_checksum
 from ..study.specs import PretrainSpec
 from ..tasks import upstream
 from ..tasks.contract import BYTES
+from .branches import budgeted
 from .data import has_padding
 from .loop import BEST, evaluate
 from .masked_lm import MaskedLM
@@ -63,9 +64,12 @@ def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
 
 
 @job_errors
-def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
+def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path,
+                 trunk: Path | None = None) -> dict:
     """Pretrain one backbone; writes best.ckpt, last.ckpt, metrics.csv and a
-    run record (its stage and prior the stage's name) into out_dir."""
+    run record (its stage and prior the stage's name) into out_dir. A
+    budgeted run trains its budget's steps; `trunk`: a wsd branch's trunk
+    directory (training/branches.py)."""
     out_dir = Path(out_dir)
     stage = spec.stage
     cfg = stage.schedule(spec.train)
@@ -81,6 +85,8 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                      vocab=text.vocab)
     flops = step_flops(fabric, model, text.splits["train"], cfg.batch_size,
                        spec.trainer.micro_batch)
+    model.cfg = budgeted(cfg, flops, text.seq_len,
+                         f"{spec.kind} pretraining of {spec.arch} at size {spec.size}")
     record = {"task": spec.corpus, "task_data": text.label, "prior": spec.kind,
               "stage": spec.kind, "seq_len": text.seq_len, "data_checksum": data_checksum(data_dir)}
 
@@ -92,4 +98,4 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> dict:
                 "upstream_loss": held_out if stage.measures_upstream_loss else math.nan}
 
     return train_and_record(fabric, spec, model, text.splits, out_dir, record, after_training,
-                            flops=flops, keep_best=True)
+                            flops=flops, keep_best=True, trunk=trunk)

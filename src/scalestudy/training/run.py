@@ -36,7 +36,7 @@ from .. import __version__
 from ..atomic import no_space
 from ..records import error_line, write_record
 from ..study.specs import Spec, TrainConfig, batch_shares
-from . import devices, resume, trackers
+from . import branches, devices, resume, trackers
 from .data import shard
 from .flops import count_params, flops_per_step
 from .loop import Diverged, TrainingLoop, make_fabric, to_device
@@ -180,7 +180,7 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
         "depth": bcfg.depth, "width": bcfg.width,
         "heads": bcfg.heads, "d_ff": bcfg.d_ff, "lr": cfg.lr, "warmup_steps": cfg.warmup_steps,
         "norm": bcfg.norm, "protocol": cfg.protocol, "causal": bool(bcfg.causal),
-        "upstream_loss": math.nan,
+        "upstream_loss": math.nan, "budget": cfg.budget,
         "precision": fabric.strategy.precision.precision,
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "matmul_precision": torch.get_float32_matmul_precision(),
@@ -192,13 +192,16 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
 def train_and_record(
     fabric: Fabric, spec: Spec, model: StudyModule, splits: dict, run_dir: Path,
     record: dict, after_training: Callable[[TrainingLoop], dict], *,
-    flops: int, keep_best: bool = False,
+    flops: int, keep_best: bool = False, trunk: Path | None = None,
 ) -> dict:
-    """Train `model` (its `cfg` the schedule) on `splits` (split -> tensors),
-    evaluate with `after_training(loop)` (logged to metrics.csv too) and write
+    """Train `model` (its `cfg` the schedule, its budget's steps already set:
+    branches.budgeted) on `splits` (split -> tensors), evaluate with
+    `after_training(loop)` (logged to metrics.csv too) and write
     run_dir/record.parquet: `record` (the run's own fields) over the
-    provenance. Returns the record."""
+    provenance. A wsd branch starts from its `trunk` directory's fork
+    checkpoint (training/branches.py). Returns the record."""
     cfg = model.cfg
+    fork = branches.fork_point(cfg, trunk)
     seed = rank_seed(spec.seed, fabric.global_rank)
     seed_everything(seed, verbose=False)
     model.reseed(seed)
@@ -206,7 +209,9 @@ def train_and_record(
     loop = TrainingLoop(fabric, model, cfg, run_dir, spec.config_hash(),
                         shard(fabric, splits["train"], cfg.batch_size, spec.seed, True),
                         shard(fabric, splits["val"], cfg.batch_size, spec.seed, False),
-                        keep_best=keep_best, micro_batch=spec.trainer.micro_batch)
+                        keep_best=keep_best, micro_batch=spec.trainer.micro_batch,
+                        forks=branches.trunk_forks(cfg, flops, record["seq_len"]),
+                        fork_step=fork[1] if fork else None)
     path = Path(run_dir) / "record.parquet"
     metrics: dict[str, float] = {}
     status, error = "ok", ""
@@ -216,6 +221,9 @@ def train_and_record(
             print(f"resuming from {resume_from}", flush=True)
             resume.keep_history(run_dir)
             loop.resume(resume_from)
+        elif fork:
+            print(f"branching from {fork[0]} at step {fork[1]}", flush=True)
+            loop.fork(*fork)
         loop.run()
         metrics["train_loss"] = loop.train_loss
         evaluated = after_training(loop)
@@ -246,7 +254,7 @@ def train_and_record(
         stopped_by=loop.stopped_by, plateau_step=loop.plateau_step, final_lr=loop.final_lr,
         steps=loop.step, tokens_seen=tokens, train_flops=record["flops_per_step"] * loop.step,
         wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
-        device=str(fabric.device),
+        device=str(fabric.device), fork_step=loop.fork_step, fork_seconds=loop.fork_seconds,
         **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
     )
     trackers.finish(fabric.loggers, record)

@@ -49,6 +49,14 @@ class Schedule:
         """The first step of a wsd schedule's cooldown (its stable phase ends there)."""
         return self.total - max(1, round(self.decay_fraction * self.total))
 
+    @property
+    def cooldown_begins(self) -> int:
+        """The step a wsd schedule leaves its peak at: its decay start, or the
+        end of warm-up when the decay would start inside it. Up to this step
+        a wsd schedule of any length has the same factors, so a run of this
+        length can start from a longer one's checkpoint here (training/branches.py)."""
+        return max(self.decay_start, self.warmup)
+
     def planned(self, step: int) -> float:
         """The factor at `step` as the schedule was planned (no early cooldown)."""
         if step < self.warmup:
@@ -56,7 +64,7 @@ class Schedule:
         if self.kind == "cosine":
             progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
             return COSINE_FLOOR + (1 - COSINE_FLOOR) * 0.5 * (1 + math.cos(math.pi * progress))
-        start = max(self.decay_start, self.warmup)
+        start = self.cooldown_begins
         if step < start:
             return 1.0
         return max(0.0, (self.total - step) / max(1, self.total - start))

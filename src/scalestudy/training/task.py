@@ -19,6 +19,7 @@ from ..models.layers import fixed_length
 from ..priors import PRIORS
 from ..records import data_checksum, read_records
 from ..study.specs import RunSpec, TrainConfig
+from .branches import budgeted
 from .data import has_padding, shard
 from .loop import evaluate
 from .modules import Classifier
@@ -52,11 +53,13 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
 
 
 @job_errors
-def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = None) -> dict:
+def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = None,
+        trunk: Path | None = None) -> dict:
     """Train one cell and write run_dir/record.parquet; returns the record.
 
     `pretrained`: the directory of the pretraining stage the prior needs (its
-    best.ckpt and record.parquet), for spt, upstream and scratch_matched.
+    best.ckpt and record.parquet), for spt, upstream and scratch_matched;
+    `trunk`: a wsd branch's trunk directory (training/branches.py).
     """
     prior = PRIORS[spec.prior]
     if prior.needs and pretrained is None:
@@ -75,6 +78,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
         print(f"prior {spec.prior}: {report}")
     flops = step_flops(fabric, model, data.splits["train"], model.cfg.batch_size,
                        spec.trainer.micro_batch)
+    model.cfg = budgeted(model.cfg, flops, data.seq_len,
+                         f"{spec.arch} at size {spec.size} on {spec.task}")
     model.cfg = prior.match_compute(model.cfg, flops, pretrain_record)
     record = {"task": spec.task, "task_data": data.label, "prior": spec.prior,
               "stage": prior.stage, "seq_len": data.seq_len,
@@ -85,11 +90,14 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
                       # null for a pretraining record written before the field
                       pretrain_causal=(None if pd.isna(pretrain_record["causal"])
                                        else bool(pretrain_record["causal"])),
-                      pretrain_seed=int(pretrain_record["seed"]))
+                      pretrain_seed=int(pretrain_record["seed"]),
+                      # a budgeted pretraining's budget (null before the field)
+                      budget=(None if pd.isna(pretrain_record["budget"])
+                              else float(pretrain_record["budget"])))
 
     def after_training(loop) -> dict:
         test = shard(fabric, data.splits["test"], model.cfg.batch_size, spec.seed, False)
         return {**loop.final_validation(), **evaluate(fabric, model, test, "test")}
 
     return train_and_record(fabric, spec, model, data.splits, run_dir, record, after_training,
-                            flops=flops)
+                            flops=flops, trunk=trunk)

@@ -51,7 +51,7 @@ import pandas as pd
 
 from ...atomic import write_text
 from ...registry import Registry
-from . import amos, tay, xu
+from . import amos, frontier, tay, xu
 from .check import AMOS, ANY, EVERY, TAY, XU, Check, Scope, Study, combine, reference_arch
 
 __all__ = ["CLAIMS", "Claim", "Study", "evaluate", "write_claims"]
@@ -246,6 +246,21 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "when dtfixup's rise does not lie above 0, dtfixup fails at the deepest depth, or the "
       "standard recipe neither degrades nor fails; otherwise not enough data",
       xu.deeper_is_better, {"treatment": "dtfixup", "standard": ("random_noln", "random")}),
+    C("frontier_ranking_changes",
+      "The architectures' ranking at compute-optimal allocation differs from their ranking "
+      "at a fixed training length",
+      "this project's own claim, beyond the three papers (issue 29): Tay et al. compare at "
+      "one schedule per size, Hoffmann et al. 2022 (Chinchilla) show that the "
+      "loss-minimising size grows with compute",
+      "per prior (and task) and grid budget every architecture reached, on the frontier's "
+      "loss (upstream_loss of the budgeted upstream pretraining; val_loss of a budgeted "
+      "task run from scratch): each pair's difference of mean losses with Welch's interval "
+      "over seeds (two runs per cell), at the largest size both ran (a fixed length: the "
+      "budget's steps there) and at each one's loss-minimising size at that budget. Holds "
+      "when some pair is ordered one way at the fixed length and the other way "
+      "compute-optimally, both intervals excluding 0; does not hold when every pair is "
+      "ordered the same way in both; otherwise not enough data (one seed, or no budgets)",
+      frontier.ranking_changes, {}, ANY),
 ])
 
 

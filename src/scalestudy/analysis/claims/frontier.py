@@ -1,0 +1,88 @@
+"""A claim beyond the three papers (issue 29): trained compute-optimally, the
+architectures rank differently than at a fixed training length.
+
+Tay et al. 2022 compare architectures at one schedule per size; Hoffmann et
+al. 2022 show that the loss-minimising size grows with compute. Here, at each
+budget (grid.budgets) that every architecture of a group reached, two
+comparisons of each pair of architectures on the frontier's loss
+(analysis/frontier_study.py):
+
+- at a fixed length: the largest size both ran, at that budget (the budget's
+  steps at that size: equal steps across architectures under budget_unit
+  tokens, equal FLOPs under flops);
+- compute-optimally: each architecture at its own loss-minimising size at that
+  budget (the size of lowest mean loss over seeds: Hoffmann et al.'s
+  approach 1 on final points).
+
+Each a difference of mean losses with Welch's interval over seeds (two runs
+per cell needed), at the Bonferroni level over every pair and budget (one
+flip anywhere suffices). Simplified: the optimal size is chosen on the means, and
+its selection is not part of the interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from ...architectures import ARCHITECTURES
+from ..frontier_study import study_table
+from .check import FAILS, HOLDS, NO_DATA, Scope, Study, ok, stat_text
+from .stats import mean_difference
+
+
+def _order(d: dict) -> int:
+    """+1: the first architecture's loss is higher (it ranks below), -1 lower, 0 undecided."""
+    if not ok(d):
+        return 0
+    return 1 if d["low"] > 0 else -1 if d["high"] < 0 else 0
+
+
+def ranking_changes(study: Study) -> list[Scope]:
+    """Per prior (and task) and budget: holds when some pair of architectures
+    is ordered one way at a fixed length and the other way compute-optimally,
+    both with intervals excluding 0; does not hold when every pair is ordered
+    (both intervals exclude 0) the same way in both; otherwise not enough data."""
+    table = study_table(study.runs)
+    if table.empty:
+        return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
+    out, judged = [], []
+    for (prior, task), group in table.groupby(["prior", "task"], sort=True):
+        archs = sorted(group["arch"].unique(), key=ARCHITECTURES.rank)
+        if len(archs) < 2:
+            out.append(Scope(f"{prior} ({task})", "fewer than two architectures", NO_DATA))
+            continue
+        shared = set.intersection(*(set(group.loc[group["arch"] == a, "budget"])
+                                    for a in archs))
+        judged += [(group[group["budget"] == b], archs, f"{prior} ({task}), budget {b:g}")
+                   for b in sorted(shared)]
+    # Some scope and some pair suffice: each comparison at the Bonferroni level.
+    tests = sum(len(archs) * (len(archs) - 1) // 2 for _, archs, _ in judged)
+    ci = 1 - (1 - study.ci) / max(1, tests)
+    out += [_scope(at, archs, scope, ci) for at, archs, scope in judged]
+    return out or [Scope("all", "no budget that every architecture reached", NO_DATA)]
+
+
+def _scope(at: pd.DataFrame, archs: list[str], scope: str, ci: float) -> Scope:
+    by_size = {a: at[at["arch"] == a] for a in archs}
+    common = set.intersection(*(set(r["size"]) for r in by_size.values()))
+    if not common:
+        return Scope(scope, "no size that every architecture ran", NO_DATA)
+    fixed_size = max(common, key=lambda s: by_size[archs[0]].loc[
+        by_size[archs[0]]["size"] == s, "params"].iloc[0])
+    optimal = {a: r.groupby("size")["loss"].mean().idxmin() for a, r in by_size.items()}
+    texts, flips, same = [], [], []
+    for a, b in itertools.combinations(archs, 2):
+        ra, rb = by_size[a], by_size[b]
+        fixed = mean_difference(ra.loc[ra["size"] == fixed_size, "loss"],
+                                rb.loc[rb["size"] == fixed_size, "loss"], ci=ci)
+        best = mean_difference(ra.loc[ra["size"] == optimal[a], "loss"],
+                               rb.loc[rb["size"] == optimal[b], "loss"], ci=ci)
+        texts.append(f"{stat_text(fixed, f'{a} - {b} at size {fixed_size}')}; "
+                     f"{stat_text(best, f'{a} ({optimal[a]}) - {b} ({optimal[b]}) optimal')}")
+        f, o = _order(fixed), _order(best)
+        flips.append(f * o == -1)
+        same.append(f * o == 1)
+    verdict = HOLDS if any(flips) else FAILS if all(same) else NO_DATA
+    return Scope(scope, " | ".join(texts), verdict)

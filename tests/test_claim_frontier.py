@@ -1,0 +1,65 @@
+"""The frontier-ranking claim (analysis/claims/frontier.py) on synthetic
+budgeted records built to hold, to fail, and to lack data."""
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.analysis.claims import CLAIMS, Study
+from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA
+
+SIZES = {"xs": 1e4, "s": 4e4, "m": 1.6e5}
+
+
+def records(loss, seeds=(0, 1, 2), budget=1e12, noise=0.002):
+    """Upstream pretraining records of transformer and s4 at one budget;
+    loss(arch, size) gives each cell's mean loss."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for arch in ("transformer", "s4"):
+        for size, params in SIZES.items():
+            for seed in seeds:
+                rows.append({"study": "f", "task": "upstream", "arch": arch, "size": size,
+                             "prior": "upstream", "stage": "upstream", "seed": seed,
+                             "status": "ok", "budget": budget, "n_params_nonembed": params,
+                             "train_flops": budget, "tokens_seen": budget / (6 * params),
+                             "upstream_loss": loss(arch, size) + noise * rng.standard_normal(),
+                             "val_loss": np.nan, "steps": 100, "fork_step": None,
+                             "wall_seconds": 1.0, "fork_seconds": None})
+    return pd.DataFrame(rows)
+
+
+def verdict(runs):
+    study = Study.of(runs, pd.DataFrame(), n_boot=100, ci=0.95, seed=0)
+    scopes = CLAIMS["frontier_ranking_changes"].scopes(study)
+    return [s.verdict for s in scopes], scopes
+
+
+# The transformer is better at the largest size (m), but s4 is better at its own
+# optimum (s), which beats the transformer's optimum (m): the ranking flips.
+FLIP = {("transformer", "xs"): 3.0, ("transformer", "s"): 2.8, ("transformer", "m"): 2.6,
+        ("s4", "xs"): 2.7, ("s4", "s"): 2.5, ("s4", "m"): 2.7}
+# s4 better at every size: the same order at the fixed length and at the optimum.
+SAME = {("transformer", "xs"): 3.0, ("transformer", "s"): 2.8, ("transformer", "m"): 2.9,
+        ("s4", "xs"): 2.9, ("s4", "s"): 2.6, ("s4", "m"): 2.7}
+
+
+def test_holds_when_the_order_flips():
+    verdicts, scopes = verdict(records(lambda a, s: FLIP[(a, s)]))
+    assert verdicts == [HOLDS], scopes
+    assert "transformer (m) - s4 (s) optimal" in scopes[0].measurement
+
+
+def test_fails_when_the_order_is_the_same_in_both():
+    verdicts, _ = verdict(records(lambda a, s: SAME[(a, s)]))
+    assert verdicts == [FAILS]
+
+
+def test_not_enough_data_with_one_seed_or_noise_swamping_the_differences():
+    assert verdict(records(lambda a, s: FLIP[(a, s)], seeds=(0,)))[0] == [NO_DATA]
+    assert verdict(records(lambda a, s: FLIP[(a, s)], noise=1.0))[0] == [NO_DATA]
+
+
+def test_not_enough_data_without_budgets():
+    runs = records(lambda a, s: FLIP[(a, s)]).assign(budget=np.nan)
+    verdicts, scopes = verdict(runs)
+    assert verdicts == [NO_DATA] and "no budgeted runs" in scopes[0].measurement
