@@ -20,6 +20,7 @@ import yaml
 from figure_checks import check_error_vs_compute_data, check_upstream_loss_data
 
 from scalestudy.analysis import claims, scaling, stats
+from scalestudy.analysis.claims import CLAIMS
 from scalestudy.analysis.claims.check import HOLDS
 from scalestudy.analysis.figures import (
     FIGURES,
@@ -955,7 +956,7 @@ def test_claims_without_enough_data():
     empty = few.iloc[:0]
     checks = claims.evaluate(empty, fit_study(empty, n_boot=0))
     assert set(checks["verdict"]) == set(checks["claim_verdict"]) == {"not enough data"}
-    assert checks["claim"].nunique() == 14
+    assert checks["claim"].nunique() == len(CLAIMS)
 
 
 def _gap_study(tf_spt: float, sizes=("xxs", "xs", "s"), seeds=(0, 1)) -> pd.DataFrame:
@@ -1058,8 +1059,8 @@ def test_claims_markdown_states_source_rule_and_verdicts(study, tmp_path):
     assert text.startswith("# Claims checked on study synthetic")
     for claim in checks["claim"].unique():
         assert f"## {claim}" in text
-    assert text.count("- Where the paper states it:") == checks["claim"].nunique() == 14
-    assert text.count("- Decision rule:") == 14
+    assert text.count("- Where the paper states it:") == checks["claim"].nunique() == len(CLAIMS)
+    assert text.count("- Decision rule:") == len(CLAIMS)
     # Every check's row, with its verdict, under its claim.
     sections = {part.split("\n", 1)[0]: part for part in text.split("\n## ")[1:]}
     for _, row in checks.iterrows():

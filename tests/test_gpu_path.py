@@ -322,9 +322,9 @@ def test_the_loop_reads_the_device_only_at_its_logging_and_validation_steps():
     checks = loop.TrainingLoop.checks_after
     cfg = TrainConfig(max_steps=95, val_every=45)
     gpu = SimpleNamespace(fabric=SimpleNamespace(device=torch.device("meta")), cfg=cfg,
-                          log_every=10)
+                          log_every=10, last_step=cfg.max_steps)
     cpu = SimpleNamespace(fabric=SimpleNamespace(device=torch.device("cpu")), cfg=cfg,
-                          log_every=10)
+                          log_every=10, last_step=cfg.max_steps)
     assert [s for s in range(1, 96) if checks(gpu, s)] == [10, 20, 30, 40, 45, 50, 60, 70,
                                                           80, 90, 95]
     assert all(checks(cpu, s) for s in range(1, 96))
@@ -425,7 +425,8 @@ def test_resources_per_task_and_size():
     cases = {("listops", "xs"): 30, ("listops", "s"): 60, ("pathx", "xs"): 600,
              ("pathx", "s"): 900, (None, "s"): 60}
     for (task, size), minutes in cases.items():
-        wildcards = SimpleNamespace(size=size, get=lambda key, t=task: t)
+        given = {"task": task, "size": size}
+        wildcards = SimpleNamespace(size=size, get=lambda key, given=given: given.get(key))
         assert runtime(wildcards, 2) == 2 * minutes, (task, size)
 
 
