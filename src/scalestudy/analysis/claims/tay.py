@@ -59,6 +59,16 @@ def _upstream_and_tasks(study: Study, prior: str):
                Law("error", study.x_axis))
 
 
+def _each_against(study: Study, archs: tuple[str, ...], reference: str, prior: str):
+    """(scope, law, cells, missing) per architecture of `archs` and per law of
+    _upstream_and_tasks: the law's cells by architecture, or None with the
+    architectures missing from its runs."""
+    for arch in archs:
+        for what, runs, law in _upstream_and_tasks(study, prior):
+            missing = ", ".join(sorted({arch, reference} - set(runs["arch"])))
+            yield arch, f"{arch}: {what}", law, None if missing else law.cells(runs), missing
+
+
 def vanilla_scales_best_upstream(study: Study, *, reference: str) -> list[Scope]:
     up = upstream_runs(study.runs)
     if reference not in set(up["arch"]):
@@ -76,18 +86,13 @@ def vanilla_scales_best_upstream(study: Study, *, reference: str) -> list[Scope]
 def archs_scale_worse(study: Study, *, archs: tuple[str, ...], reference: str,
                       prior: str) -> list[Scope]:
     out = []
-    for arch in archs:
-        for what, runs, law in _upstream_and_tasks(study, prior):
-            present = set(runs["arch"])
-            if not {arch, reference} <= present:
-                missing = ", ".join(sorted({arch, reference} - present))
-                out.append(Scope(f"{arch}: {what}", f"no runs of {missing}", NO_DATA))
-                continue
-            cells = law.cells(runs)
-            d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
-                                 **study.boot)
-            out.append(Scope(f"{arch}: {what}", stat_text(d, f"{arch} minus {reference}"),
-                             below(d)))
+    for arch, scope, law, cells, missing in _each_against(study, archs, reference, prior):
+        if missing:
+            out.append(Scope(scope, f"no runs of {missing}", NO_DATA))
+            continue
+        d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
+                             **study.boot)
+        out.append(Scope(scope, stat_text(d, f"{arch} minus {reference}"), below(d)))
     return out
 
 
@@ -207,31 +212,26 @@ def depth_beats_width(study: Study, *, archs: tuple[str, ...],
 def scale_like_reference(study: Study, *, archs: tuple[str, ...], reference: str,
                          prior: str, margin: float) -> list[Scope]:
     out = []
-    for arch in archs:
-        for what, runs, law in _upstream_and_tasks(study, prior):
-            present = set(runs["arch"])
-            if not {arch, reference} <= present:
-                missing = ", ".join(sorted({arch, reference} - present))
-                out.append(Scope(f"{arch}: {what}", f"no runs of {missing}", NO_DATA))
-                continue
-            cells = law.cells(runs)
-            ref = alpha(cells[reference], law, reference, **study.boot)
-            d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
-                                 **study.boot)
-            text = f"{stat_text(d, f'{arch} minus {reference}')}"
-            if np.isnan(ref["estimate"]) or not ok(d):
-                out.append(Scope(f"{arch}: {what}", text, NO_DATA))
-                continue
-            band = margin * abs(ref["estimate"])
-            text += (f"; margin +-{band:.3f} ({margin:.0%} of {reference}'s "
-                     f"{ref['estimate']:.3f})")
-            if d["high"] - d["low"] > 2 * band:
-                verdict, text = NO_DATA, text + ": the interval is wider than the margin"
-            elif -band < d["low"] and d["high"] < band:
-                verdict, text = HOLDS, text + ": the interval lies within it"
-            else:
-                verdict, text = FAILS, text + ": the interval leaves it"
-            out.append(Scope(f"{arch}: {what}", text, verdict))
+    for arch, scope, law, cells, missing in _each_against(study, archs, reference, prior):
+        if missing:
+            out.append(Scope(scope, f"no runs of {missing}", NO_DATA))
+            continue
+        ref = alpha(cells[reference], law, reference, **study.boot)
+        d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
+                             **study.boot)
+        text = f"{stat_text(d, f'{arch} minus {reference}')}"
+        if np.isnan(ref["estimate"]) or not ok(d):
+            out.append(Scope(scope, text, NO_DATA))
+            continue
+        band = margin * abs(ref["estimate"])
+        text += f"; margin +-{band:.3f} ({margin:.0%} of {reference}'s {ref['estimate']:.3f})"
+        if d["high"] - d["low"] > 2 * band:
+            verdict, text = NO_DATA, text + ": the interval is wider than the margin"
+        elif -band < d["low"] and d["high"] < band:
+            verdict, text = HOLDS, text + ": the interval lies within it"
+        else:
+            verdict, text = FAILS, text + ": the interval leaves it"
+        out.append(Scope(scope, text, verdict))
     return out
 
 
