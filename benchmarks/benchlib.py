@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from datetime import date
@@ -131,3 +133,19 @@ def write_section(path: Path, name: str, text: str) -> None:
         new = (old.rstrip() + "\n\n" if old.strip() else "") + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
+
+
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
+
+
+def study_copy(root: Path, work: Path) -> dict[str, str]:
+    """Copy the workflow at `root` into `work` (a fresh study there) and return the
+    environment its snakemake runs in: this interpreter's bin first on PATH, and no
+    warm server inherited from the caller's session."""
+    for name in WORKFLOW_FILES:
+        source = root / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, work / name)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for name in ("SCALESTUDY_WARM_SOCKET", "SCALESTUDY_WARM_OWNER", "SCALESTUDY_WARM"):
+        env.pop(name, None)
+    return env

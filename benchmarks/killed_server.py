@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from benchlib import study_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,13 +74,7 @@ def run_study(configfile: str | None, cores: int, kills: int) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="scalestudy-killed-") as tmp:
         work = Path(tmp)
-        for name in ("Snakefile", "workflow", "config", "profiles"):
-            source = ROOT / name
-            (shutil.copytree if source.is_dir() else shutil.copy)(source, work / name)
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                     f"{os.environ['PATH']}"}
-        for name in ("SCALESTUDY_WARM_SOCKET", "SCALESTUDY_WARM_OWNER", "SCALESTUDY_WARM"):
-            env.pop(name, None)
+        env = study_copy(ROOT, work)
         args = [sys.executable, "-m", "snakemake", "--cores", str(cores)]
         if configfile:
             args += ["--configfile", configfile]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from benchlib import make_clock, peak_matmul_flops
+from benchlib import make_clock, peak_matmul_flops, study_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,12 +54,7 @@ def own_cpu_until_exit(proc: subprocess.Popen) -> float:
 def run_study(configfile: str | None, cores: int, warm: bool, keep: Path | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
         work = Path(tmp)
-        for name in ("Snakefile", "workflow", "config", "profiles"):
-            source = ROOT / name
-            (shutil.copytree if source.is_dir() else shutil.copy)(source, work / name)
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                                     f"{os.environ['PATH']}"}
-        env.pop("SCALESTUDY_WARM_SOCKET", None)
+        env = study_copy(ROOT, work)
         if not warm:
             env["SCALESTUDY_WARM"] = "0"
         args = [sys.executable, "-m", "snakemake", "--cores", str(cores)]
