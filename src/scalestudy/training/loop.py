@@ -271,7 +271,7 @@ class TrainingLoop:
         if not Path(path).is_file():
             raise ValueError(f"{path}: the trunk left no fork checkpoint (it failed or diverged "
                              f"before step {step}), so the branch has nothing to start from")
-        own = dict(self.schedule.lr_lambdas[0].__dict__)
+        own = dict(self.factor.__dict__)
         state = self.state()
         del state["fork_seconds"]  # a trunk's checkpoint has none
         self.fabric.load(path, state, weights_only=True)
@@ -279,8 +279,8 @@ class TrainingLoop:
             raise ValueError(f"{path}: saved at step {state['global_step']}, the branch forks "
                              f"at step {step}: not this branch's trunk")
         self.restore(state)
-        self.schedule.lr_lambdas[0].__dict__.update(own)
-        factor = self.schedule.lr_lambdas[0](self.step)
+        self.factor.__dict__.update(own)
+        factor = self.factor(self.step)
         for group, base in zip(self.optimizer.param_groups, self.schedule.base_lrs, strict=True):
             group["lr"] = base * factor
         self.schedule._last_lr = [group["lr"] for group in self.optimizer.param_groups]
