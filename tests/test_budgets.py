@@ -134,11 +134,16 @@ def test_the_frontier_preset_dag_has_a_trunk_per_size_and_branches_on_it(tmp_pat
     done = dry_run(workflow_copy(tmp_path), "frontier.yaml")
     assert done.returncode == 0, done.stderr[-2000:]
     g = preset["grid"]
-    n = len(g["archs"]) * len(g["sizes"]) * len(g["budgets"])
+    assert preset["pretrain"]["seeds"] == "per_seed"
+    n = len(g["archs"]) * len(g["sizes"]) * len(g["budgets"]) * len(g["seeds"])
     counts = job_counts(done.stdout)
     assert counts["pretrain_upstream"] == n and counts["train"] == n
-    # Every branch (a budget below the largest) waits for its trunk's record.
-    branch_inputs = re.findall(r"input: [^\n]*pretrain/upstream/(\w+)/(\w+)/b2e\+12/record"
-                               r"\.parquet\n\s+output: [^\n]*/b([0-9.e+]+)/record", done.stdout)
-    assert len(branch_inputs) == len(g["archs"]) * len(g["sizes"]) * (len(g["budgets"]) - 1)
-    assert {b for *_, b in branch_inputs} == {"6e+10", "2e+11", "6e+11"}
+    # Every branch (a budget below the largest) waits for its trunk's record, of its seed.
+    top = "b" + grid.budget_label(max(g["budgets"]))
+    branch_inputs = re.findall(rf"input: [^\n]*pretrain/upstream/(\w+)/(\w+)/{re.escape(top)}"
+                               r"/s(\d)/record\.parquet\n\s+output: [^\n]*/b([0-9.e+]+)/s(\d)/"
+                               r"record", done.stdout)
+    assert len(branch_inputs) == n // len(g["budgets"]) * (len(g["budgets"]) - 1)
+    assert all(trunk_seed == seed for *_, trunk_seed, _, seed in branch_inputs)
+    assert {b for *_, b, _ in branch_inputs} == {grid.budget_label(b) for b in g["budgets"]
+                                                 if b < max(g["budgets"])}

@@ -63,3 +63,66 @@ def test_not_enough_data_without_budgets():
     runs = records(lambda a, s: FLIP[(a, s)]).assign(budget=np.nan)
     verdicts, scopes = verdict(runs)
     assert verdicts == [NO_DATA] and "no budgeted runs" in scopes[0].measurement
+
+
+# --------------------------------------------------------------------------- exponent a
+
+# Hoffmann et al.'s approach-3 constants: a = beta / (alpha + beta) = 0.452; with
+# alpha and beta swapped, a = 0.548.
+CHINCHILLA = {"alpha": 0.34, "beta": 0.28, "A": 406.4, "B": 410.7, "E": 1.69}
+
+
+def surface_records(laws: dict, budgets=np.logspace(17, 19.5, 6), noise=0.003, seed=0):
+    """Budgeted upstream records of each architecture on its own loss surface
+    L = E + A/N^alpha + B/D^beta, seven sizes over +-0.6 decades around each
+    budget's true N_opt (so every vertex is bracketed), one seed."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for arch, law in laws.items():
+        al, be = law["alpha"], law["beta"]
+        g = (al * law["A"] / (be * law["B"])) ** (1 / (al + be))
+        for C in budgets:
+            n_opt = g * (C / 6) ** (be / (al + be))
+            for i, n in enumerate(n_opt * np.logspace(-0.6, 0.6, 7)):
+                d = C / (6 * n)
+                loss = law["E"] + law["A"] / n**al + law["B"] / d**be
+                rows.append({"study": "f", "task": "upstream", "arch": arch, "size": f"n{i}",
+                             "prior": "upstream", "stage": "upstream", "seed": 0,
+                             "status": "ok", "budget": C, "n_params_nonembed": n,
+                             "train_flops": C, "tokens_seen": d,
+                             "upstream_loss": loss * (1 + noise * rng.standard_normal()),
+                             "val_loss": np.nan, "steps": 100, "fork_step": None,
+                             "wall_seconds": 1.0, "fork_seconds": None})
+    return pd.DataFrame(rows)
+
+
+def exponent_verdict(runs):
+    study = Study.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
+    return CLAIMS["frontier_exponent_differs"].scopes(study)
+
+
+def test_exponent_differs_when_the_surfaces_give_different_a():
+    swapped = {**CHINCHILLA, "alpha": CHINCHILLA["beta"], "beta": CHINCHILLA["alpha"]}
+    scopes = exponent_verdict(surface_records({"transformer": CHINCHILLA, "s4": swapped}))
+    assert [s.scope for s in scopes] == ["s4 vs transformer, upstream"]
+    assert scopes[0].verdict == HOLDS, scopes
+    # The measurement carries each a near its truth, and the difference's interval.
+    text = scopes[0].measurement
+    a_s4, a_ref = (float(text.split(f"a({n}) = ")[1].split()[0]) for n in ("s4", "transformer"))
+    assert abs(a_s4 - 0.548) < 0.025 and abs(a_ref - 0.452) < 0.025, text
+    assert "a(s4) - a(transformer)" in text
+
+
+def test_exponent_does_not_differ_on_one_surface():
+    scopes = exponent_verdict(surface_records({"transformer": CHINCHILLA, "s4": CHINCHILLA}))
+    assert [s.verdict for s in scopes] == [FAILS], scopes
+
+
+def test_exponent_needs_three_budgets_and_the_reference():
+    two = surface_records({"transformer": CHINCHILLA, "s4": CHINCHILLA},
+                          budgets=np.logspace(17, 18, 2))
+    assert [s.verdict for s in exponent_verdict(two)] == [NO_DATA]
+    alone = surface_records({"s4": CHINCHILLA})
+    scopes = exponent_verdict(alone)
+    assert [s.verdict for s in scopes] == [NO_DATA]
+    assert "no transformer runs" in scopes[0].measurement

@@ -170,6 +170,8 @@ class FrontierResult:
 
     `runs` is the cleaned input with `_group` (tuple of the `by` values),
     `_budget` (budget id within the group) and `_budget_compute` added.
+    `exponent_replicates` maps (method, *group) to the bootstrap replicates of
+    that fit's exponent a (for comparing two groups' exponents).
     """
 
     frontier: pd.DataFrame
@@ -181,6 +183,7 @@ class FrontierResult:
     by: tuple[str, ...]
     loss_label: str = "loss (nats/token)"
     paths: list[Path] = field(default_factory=list)
+    exponent_replicates: dict = field(default_factory=dict)
 
     def fit(self, method: str, **group) -> pd.Series:
         """The first fits row of `method` (and the group given by keyword)."""
@@ -855,6 +858,7 @@ def frontier(
 
     obys = _out_by(by)
     frontier_rows, fit_rows, band_rows, profile_rows = [], [], [], []
+    replicates = {}
     groups = list(runs.groupby("_group", sort=True))
     for gi, (key, sub) in enumerate(groups):
         keyd = dict(zip(by, key, strict=True))
@@ -902,6 +906,8 @@ def frontier(
         band_c = np.geomspace(lo_c, hi_c, 60)
         for m in methods:
             fit_rows += _fit_rows(lines[m], m, obys, okey, predict, n_boot, ci)
+            if lines[m].status == "ok" and lines[m].boot is not None:
+                replicates[(m, *okey)] = lines[m].boot[:, 0]
             band_rows += _band_rows(lines[m], m, obys, okey, band_c, ci)
             if lines[m].status != "ok" and m != "approach3":
                 excluded.append(_exclusion(m, obys, okey, np.nan, np.nan,
@@ -919,6 +925,7 @@ def frontier(
         runs=runs.assign(**{c: "all" for c in obys if c not in by}),
         by=obys,
         loss_label=loss_label,
+        exponent_replicates=replicates,
     )
     if not quiet:
         for line in excluded_lines(result):

@@ -261,6 +261,21 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "compute-optimally, both intervals excluding 0; does not hold when every pair is "
       "ordered the same way in both; otherwise not enough data (one seed, or no budgets)",
       frontier.ranking_changes, {}, ANY),
+    C("frontier_exponent_differs",
+      f"An architecture's compute-optimal size grows with compute at a different rate than "
+      f"the {REFERENCE}'s",
+      "this project's own claim, beyond the three papers (issue 29): Hoffmann et al. 2022 "
+      "(Chinchilla) measure the exponent a of N_opt ∝ C^a (0.46-0.50) for the transformer "
+      "alone",
+      "per prior (and task), on the frontier's loss as above: each architecture's a by "
+      "approach 2 (IsoFLOP parabolas per grid budget, their vertices' log-log slope on "
+      "compute; analysis/frontier.py) minus the reference's, with a percentile interval "
+      "from the two fits' bootstrap replicates (runs resampled within each budget; with "
+      "one seed this resamples sizes, not seeds), at the study's level divided by the "
+      "number of architectures compared (Bonferroni). Holds when some difference's "
+      "interval excludes 0; does not hold when every one includes 0; not enough data "
+      "when a fit is missing (fewer than three budgets with a bracketed vertex)",
+      frontier.exponent_differs, {"reference": REFERENCE}, ANY),
 ])
 
 

@@ -1,5 +1,7 @@
-"""A claim beyond the three papers (issue 29): trained compute-optimally, the
-architectures rank differently than at a fixed training length.
+"""Claims beyond the three papers (issue 29), on the compute-optimal frontier.
+
+`ranking_changes`: trained compute-optimally, the architectures rank
+differently than at a fixed training length.
 
 Tay et al. 2022 compare architectures at one schedule per size; Hoffmann et
 al. 2022 show that the loss-minimising size grows with compute. Here, at each
@@ -18,6 +20,16 @@ Each a difference of mean losses with Welch's interval over seeds (two runs
 per cell needed), at the Bonferroni level over every pair and budget (one
 flip anywhere suffices). Simplified: the optimal size is chosen on the means, and
 its selection is not part of the interval.
+
+`exponent_differs`: an architecture's compute-optimal size grows with compute
+at a different rate than the reference's: a of N_opt ∝ C^a by Hoffmann et
+al.'s approach 2 (IsoFLOP parabolas, analysis/frontier.py), per prior, each
+architecture's a minus the reference's with a percentile interval from the two
+fits' bootstrap replicates (runs resampled within each budget; the two fits
+resample independently, so replicate i of one is paired with replicate i of the
+other), at the Bonferroni level over the architectures compared. Simplified:
+with one run per size and budget the replicates resample sizes, not seeds, so
+the interval holds the fit's noise across sizes, not the seed noise.
 """
 
 from __future__ import annotations
@@ -27,8 +39,10 @@ import itertools
 import pandas as pd
 
 from ...architectures import ARCHITECTURES
-from ..frontier_study import study_table
-from .check import FAILS, HOLDS, NO_DATA, Scope, Study, ok, stat_text
+from ..frontier import frontier
+from ..frontier_study import fit_table, study_table
+from ..stats import percentile_ci
+from .check import FAILS, HOLDS, NO_DATA, Scope, Study, fmt, ok, stat_text
 from .stats import mean_difference
 
 
@@ -86,3 +100,44 @@ def _scope(at: pd.DataFrame, archs: list[str], scope: str, ci: float) -> Scope:
         same.append(f * o == 1)
     verdict = HOLDS if any(flips) else FAILS if all(same) else NO_DATA
     return Scope(scope, " | ".join(texts), verdict)
+
+
+def exponent_differs(study: Study, reference: str, method: str = "approach2") -> list[Scope]:
+    """Per prior (and task) and architecture other than `reference`: holds when
+    a minus the reference's a has an interval excluding 0 (at the Bonferroni
+    level over the architectures compared), does not hold when it includes 0,
+    not enough data when either fit is missing."""
+    table = fit_table(study.runs)
+    if table.empty:
+        return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
+    fitted = frontier(table, methods=(method,), n_boot=min(study.n_boot, 400), ci=study.ci,
+                      seed=study.seed, figures=False, quiet=True)
+    fits = fitted.fits.drop_duplicates(["arch", "prior"]).set_index(["arch", "prior"])
+    out, pairs = [], []
+    for prior in sorted(table["prior"].unique()):
+        archs = sorted(table.loc[table["prior"] == prior, "arch"].unique(),
+                       key=ARCHITECTURES.rank)
+        if reference not in archs:
+            out.append(Scope(prior, f"no {reference} runs to compare with", NO_DATA))
+            continue
+        pairs += [(prior, arch) for arch in archs if arch != reference]
+    ci = 1 - (1 - study.ci) / max(1, len(pairs))
+    for prior, arch in pairs:
+        rows = [fits.loc[(name, prior)] for name in (arch, reference)]
+        texts = [f"a({name}) = {fmt(r['a'], r['a_low'], r['a_high'])}"
+                 if r["status"] == "ok" else f"a({name}): n/a ({r['status']})"
+                 for name, r in zip((arch, reference), rows, strict=True)]
+        boots = [fitted.exponent_replicates.get((method, name, prior))
+                 for name in (arch, reference)]
+        scope = f"{arch} vs {reference}, {prior}"
+        if any(b is None or len(b) < 2 for b in boots):
+            out.append(Scope(scope, "; ".join(texts), NO_DATA))
+            continue
+        k = min(len(b) for b in boots)
+        diff = boots[0][:k] - boots[1][:k]
+        low, high = percentile_ci(diff, ci)
+        d = {"estimate": rows[0]["a"] - rows[1]["a"], "low": low, "high": high, "status": "ok"}
+        texts.append(stat_text(d, f"a({arch}) - a({reference}) at {ci:.4g}"))
+        verdict = HOLDS if (low > 0 or high < 0) else FAILS
+        out.append(Scope(scope, "; ".join(texts), verdict))
+    return out
