@@ -70,9 +70,10 @@ def test_not_enough_data_without_budgets():
 # Hoffmann et al.'s approach-3 constants: a = beta / (alpha + beta) = 0.452; with
 # alpha and beta swapped, a = 0.548.
 CHINCHILLA = {"alpha": 0.34, "beta": 0.28, "A": 406.4, "B": 410.7, "E": 1.69}
+BUDGETS = tuple(np.logspace(17, 19.5, 6))  # FLOPs, half a decade apart
 
 
-def surface_records(laws: dict, budgets=np.logspace(17, 19.5, 6), noise=0.003, seed=0):
+def surface_records(laws: dict, budgets=BUDGETS, noise=0.003, seed=0):
     """Budgeted upstream records of each architecture on its own loss surface
     L = E + A/N^alpha + B/D^beta, seven sizes over +-0.6 decades around each
     budget's true N_opt (so every vertex is bracketed), one seed."""

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 
 from .frontier import METHOD_LABELS, METHODS, FrontierResult  # noqa: E402
 
@@ -73,12 +73,17 @@ def _title(by, key) -> str:
 def _quiet_minor_labels(fig) -> None:
     """No labels on the minor ticks of log axes spanning 1.5 decades or more: the
     decades are labelled, and the minor labels crowd them (and cost most of the
-    drawing time); a narrower axis keeps them, having few or no decades to label."""
+    drawing time); a narrower axis, with few or no decades to label, keeps minor
+    ticks at 2 and 5 times each decade only (every one, labelled, would overlap)."""
     for ax in fig.axes:
         for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
             if axis.get_scale() == "log" and min(lim) > 0:
                 if abs(np.log10(lim[1] / lim[0])) >= 1.5:
                     axis.set_minor_formatter(NullFormatter())
+                else:
+                    axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+                    axis.set_minor_formatter(LogFormatterSciNotation(
+                        labelOnlyBase=False, minor_thresholds=(np.inf, np.inf)))
 
 
 def _save(fig, out_dir: Path, name: str) -> list[Path]:
