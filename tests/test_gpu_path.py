@@ -503,7 +503,7 @@ def test_the_gpu_memory_estimate_adds_weights_activations_kernel_and_logits():
             - got == 8 * 1024 * 512 * 12)
 
 
-@pytest.mark.parametrize("study", ["lra", "paper"])
+@pytest.mark.parametrize("study", ["lra", "paper", "spt_gpu"])
 def test_the_gpu_presets_fit_their_gpus(study):
     def merge(base, over):  # as Snakemake merges a preset over config/config.yaml
         if not (isinstance(base, dict) and isinstance(over, dict)):
