@@ -7,7 +7,8 @@ what one trunk per size with its cooldown branches cost against a run per budget
 
 Per size and budget: the mean over seeds of (wsd - cosine) upstream loss with
 its standard deviation over seeds, beside the seed noise (the standard
-deviation of the cosine runs' losses over seeds). Then the FLOPs and wall
+deviation of the cosine runs' losses over seeds). Then per architecture, the
+cells whose mean difference is within the seed noise, and the FLOPs and wall
 seconds of the wsd chain (every trunk, plus each branch's own cooldown:
 steps - fork_step steps, wall_seconds - fork_seconds) against the cosine runs'
 sum, from the records (wall seconds as measured on the machine that ran them).
@@ -52,11 +53,14 @@ def main(argv: list[str]) -> int:
     wsd, cosine = pretraining(argv[0]), pretraining(argv[1])
     table = compare(wsd, cosine)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    c = costs(wsd, cosine)
-    print(f"FLOPs: wsd {c['wsd_flops']:.3g} vs cosine {c['cosine_flops']:.3g} "
-          f"({1 - c['wsd_flops'] / c['cosine_flops']:.0%} saved); wall seconds: wsd "
-          f"{c['wsd_wall']:.0f} vs cosine {c['cosine_wall']:.0f} "
-          f"({1 - c['wsd_wall'] / c['cosine_wall']:.0%} saved)")
+    for arch, rows in table.groupby("arch"):
+        within = int((rows["diff_mean"].abs() <= rows["seed_sd"]).sum())
+        c = costs(wsd[wsd["arch"] == arch], cosine[cosine["arch"] == arch])
+        print(f"{arch}: |wsd - cosine| within the seed noise in {within} of {len(rows)} "
+              f"cells; FLOPs: wsd {c['wsd_flops']:.3g} vs cosine {c['cosine_flops']:.3g} "
+              f"({1 - c['wsd_flops'] / c['cosine_flops']:.0%} saved); wall seconds: wsd "
+              f"{c['wsd_wall']:.0f} vs cosine {c['cosine_wall']:.0f} "
+              f"({1 - c['wsd_wall'] / c['cosine_wall']:.0%} saved)")
     return 0
 
 
