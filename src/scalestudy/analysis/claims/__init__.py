@@ -267,7 +267,9 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "this project's own claim, beyond the three papers (issue 29): Hoffmann et al. 2022 "
       "(Chinchilla) measure the exponent a of N_opt ∝ C^a (0.46-0.50) for the transformer "
       "alone",
-      "per prior (and task), on the frontier's loss as above: each architecture's a by "
+      "per prior (and task), on the frontier's loss (upstream_loss of the budgeted "
+      "upstream pretraining; val_loss of a budgeted task run from scratch): each "
+      "architecture's a by "
       "approach 2 (IsoFLOP parabolas per grid budget, their vertices' log-log slope on "
       "compute; analysis/frontier.py) minus the reference's, with a percentile interval "
       "from the two fits' bootstrap replicates (runs resampled within each budget; with "
