@@ -39,7 +39,12 @@ relative error (pred - obs) / obs with a bootstrap interval
 its residual, so the refit needs only as many sizes as the law has parameters
 (`scaling.HELDOUT_PARAMS`: two for a log-log law, three for the saturating form) besides
 the one held out: a three-size study validates its log-log laws. Otherwise the
-columns are NaN and `heldout_status` says why. Torch-free.
+columns are NaN and `heldout_status` says why.
+
+A budgeted run (grid.budgets) is not fitted here: each size of a budgeted study
+ran at several budgets, which a per-size fit would pool as if they were seeds;
+its rows say so (`BUDGETED`), and the study's scaling analysis is the
+frontier's (analysis/frontier_study.py). Torch-free.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ from .scaling import (
 from .stats import Strata, expanded_ci, ols
 
 CELL = ["task", "arch", "prior"]
+BUDGETED = ("budgeted runs (grid.budgets): each size ran at several budgets, which a "
+            "per-size fit would pool as seeds; the study's scaling analysis is frontier/")
 # The pretraining stages whose runs alpha_U is fitted on (their held-out
 # masked-token loss is the upstream loss).
 UPSTREAM_STAGES = tuple(name for name, stage in STAGES.items() if stage.measures_upstream_loss)
@@ -224,12 +231,15 @@ def fit_study(
     """
     if x_axis not in X_AXES:
         raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
+    rows: list[dict] = []
+    if is_budgeted(runs):
+        rows += _budgeted_rows(runs[runs["budget"].notna()], x_axis)
+        runs = runs[runs["budget"].isna()]
     tasks = task_runs(runs)
     tasks = tasks.assign(x=x_values(tasks, x_axis))
     up = upstream_runs(runs)
     up = up.assign(x=x_values(up, x_axis))
     kw = {"ci": ci, "seed": seed}
-    rows: list[dict] = []
 
     loglog_u: dict[tuple[str, str], tuple] = {}
     for (stage, arch), cell in up.groupby(["stage", "arch"], sort=True):
@@ -272,6 +282,30 @@ def fit_study(
                          ratio | _no_heldout("not a law: the ratio of two fits")))
 
     return pd.DataFrame(rows, columns=COLUMNS).assign(ci=ci)
+
+
+def is_budgeted(runs: pd.DataFrame) -> bool:
+    """Whether some run trained at a grid budget (grid.budgets)."""
+    return "budget" in runs and bool(runs["budget"].notna().any())
+
+
+def _budgeted_rows(runs: pd.DataFrame, x_axis: str) -> list[dict]:
+    """One refused row per fit the budgeted runs would have had, saying why."""
+    refused = {**_nan_fields(fit_loglog([], [], n_boot=0).as_dict()), "status": BUDGETED,
+               **_no_heldout(BUDGETED)}
+    rows = []
+    for (stage, arch), cell in upstream_runs(runs).groupby(["stage", "arch"], sort=True):
+        corpus = STAGES[stage].corpus(None)
+        rows += [_row(corpus, arch, stage, "alpha_U", form, x_axis, cell, refused)
+                 for form in ("loglog", "saturating")]
+    for (task, arch, prior), cell in task_runs(runs).groupby(CELL, sort=True):
+        rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell, refused))
+        if transfers_upstream(prior):
+            rows.append(_row(task, arch, prior, "alpha_UD", "loglog", "upstream_loss", cell,
+                             refused))
+            rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell,
+                             refused))
+    return rows
 
 
 def select(fits: pd.DataFrame, metric: str, form: str = "loglog", **where) -> pd.DataFrame:

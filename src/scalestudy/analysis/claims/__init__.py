@@ -44,15 +44,16 @@ Torch-free: imports only the analysis modules of scalestudy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from ...atomic import write_text
 from ...registry import Registry
+from ..fits import is_budgeted
 from . import amos, frontier, tay, xu
-from .check import AMOS, ANY, EVERY, TAY, XU, Check, Scope, Study, combine, reference_arch
+from .check import AMOS, ANY, EVERY, NO_DATA, TAY, XU, Check, Scope, Study, combine, reference_arch
 
 __all__ = ["CLAIMS", "Claim", "Study", "evaluate", "write_claims"]
 from .report import claims_markdown
@@ -67,6 +68,8 @@ ALPHA_RULE = (
     "(analysis/stats.py); no interval with a single run at some size (one seed, or the one "
     "shared upstream run per size unless pretrain.seeds: per_seed)"
 )
+BUDGETED_CLAIMS = ("only budgeted runs (grid.budgets): this claim compares sizes, and each "
+                   "size ran at several budgets; the frontier claims read them")
 ACCURACY_RULE = (
     "test accuracy, mean over the sizes the compared cells share, with Welch's t-interval "
     "over each cell's runs (the grid's sizes fixed; two runs per cell needed)"
@@ -86,8 +89,14 @@ class Claim:
     check: Callable[..., list[Scope]]
     params: dict = field(default_factory=dict)
     combine: str = EVERY
+    on_budgets: bool = False  # it reads budgeted runs (grid.budgets); others leave them out
 
     def scopes(self, study: Study) -> list[Scope]:
+        if not self.on_budgets and is_budgeted(study.runs):
+            # Per-size comparisons would pool each size's budgets as if they were seeds.
+            study = replace(study, runs=study.runs[study.runs["budget"].isna()])
+            if study.runs.empty:
+                return [Scope("all", BUDGETED_CLAIMS, NO_DATA)]
         return self.check(study, **self.params)
 
     def checks(self, study: Study) -> list[Check]:
@@ -260,7 +269,7 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "when some pair is ordered one way at the fixed length and the other way "
       "compute-optimally, both intervals excluding 0; does not hold when every pair is "
       "ordered the same way in both; otherwise not enough data (one seed, or no budgets)",
-      frontier.ranking_changes, {}, ANY),
+      frontier.ranking_changes, {}, ANY, on_budgets=True),
     C("frontier_exponent_differs",
       f"An architecture's compute-optimal size grows with compute at a different rate than "
       f"the {REFERENCE}'s",
@@ -277,7 +286,7 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "number of architectures compared (Bonferroni). Holds when some difference's "
       "interval excludes 0; does not hold when every one includes 0; not enough data "
       "when a fit is missing (fewer than three budgets with a bracketed vertex)",
-      frontier.exponent_differs, {"reference": REFERENCE}, ANY),
+      frontier.exponent_differs, {"reference": REFERENCE}, ANY, on_budgets=True),
 ])
 
 

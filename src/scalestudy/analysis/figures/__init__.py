@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...architectures import ARCHITECTURES
 from ...registry import Registry
-from ..fits import task_runs, transfers_upstream, upstream_runs
+from ..fits import is_budgeted, task_runs, transfers_upstream, upstream_runs
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,29 @@ class Figure:
 
     def draw(self, runs, fits, out_dir, tasks=None, task=None):
         """Draw it (or raise output.NotDrawn saying why); returns output.Drawn."""
+        self._refuse_budgeted(runs)
         where = {"task": task} if self.per_task else {"tasks": tasks}
         return self.module.draw(runs, fits, out_dir, **where, **self.params)
 
     def panel(self, ax, runs, fits, **which):
         """Draw one of its panels into `ax` (the module's `panel`: `which` names
         the panel, and may override the entry's params)."""
+        self._refuse_budgeted(runs)
         return self.module.panel(ax, runs, fits, **{**self.params, **which})
 
+    @staticmethod
+    def _refuse_budgeted(runs) -> None:
+        """Every figure here draws per-size means, which would pool a budgeted
+        study's budgets; that study's figures are the frontier's."""
+        if is_budgeted(runs):
+            from .output import NotDrawn
+
+            raise NotDrawn(BUDGETED_FIGURES)
+
+
+BUDGETED_FIGURES = ("budgeted runs (grid.budgets): each size ran at several budgets, "
+                    "which its per-size means would pool; the study's figures are "
+                    "frontier/'s (IsoFLOP profiles, N_opt and D_opt, the optimal loss)")
 
 FIGURES: Registry[Figure] = Registry("figure", [
     Figure(
