@@ -1,0 +1,62 @@
+"""A study's runs as the frontier's table (analysis/frontier_study.py), on
+hand-built records: which runs enter, with which loss, compute, tokens and N."""
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.analysis.frontier_study import fit_table, study_table
+
+
+def record(**values) -> dict:
+    base = {"task": "listops", "arch": "s4", "size": "xs", "seed": 0, "status": "ok",
+            "budget": 1e11, "n_params_nonembed": 100, "train_flops": 1e11, "tokens_seen": 1000,
+            "upstream_loss": np.nan, "val_loss": np.nan, "steps": 10, "fork_step": np.nan,
+            "wall_seconds": 1.0, "fork_seconds": np.nan, "pretrain_seed": np.nan}
+    return {**base, **values}
+
+
+def records() -> pd.DataFrame:
+    return pd.DataFrame([
+        # Upstream pretraining of seeds 0 and 1 (pretrain.seeds: per_seed).
+        record(task="upstream", stage="upstream", prior="upstream", seed=0,
+               upstream_loss=2.5, train_flops=1.02e11, tokens_seen=5000),
+        record(task="upstream", stage="upstream", prior="upstream", seed=1,
+               upstream_loss=2.6, train_flops=1.01e11, tokens_seen=5100),
+        # Finetuned from each: their own FLOPs, tokens and N (with the head) are not the budget's.
+        record(stage="finetune", prior="upstream", seed=0, pretrain_seed=0, val_loss=1.7,
+               train_flops=3e9, tokens_seen=900, n_params_nonembed=104),
+        record(stage="finetune", prior="upstream", seed=1, pretrain_seed=1, val_loss=1.9,
+               train_flops=3e9, tokens_seen=900, n_params_nonembed=104),
+        # From scratch on the task, at the budget: its own compute.
+        record(stage="scratch", prior="random", val_loss=2.0, train_flops=0.99e11,
+               tokens_seen=7000),
+        # Not finished, and not budgeted: left out.
+        record(stage="scratch", prior="random", seed=1, status="diverged", val_loss=np.inf),
+        record(stage="scratch", prior="random", seed=2, budget=np.nan, val_loss=2.1),
+    ])
+
+
+def test_each_kind_of_run_enters_with_its_loss_and_compute():
+    table = study_table(records()).set_index(["prior", "task", "seed"]).sort_index()
+    assert len(table) == 5
+    up = table.loc[("upstream", "upstream", 0)]
+    assert (up["loss"], up["compute"], up["tokens"], up["on_task"]) == (2.5, 1.02e11, 5000, False)
+    ft = table.loc[("upstream", "listops", 1)]
+    # The finetuned run's loss, against the budget of the pretraining it started from.
+    assert (ft["loss"], ft["compute"], ft["tokens"], ft["params"]) == (1.9, 1.01e11, 5100, 100)
+    assert ft["on_task"]
+    scratch = table.loc[("random", "listops", 0)]
+    assert (scratch["loss"], scratch["compute"], scratch["tokens"]) == (2.0, 0.99e11, 7000)
+
+
+def test_a_finetuned_run_without_its_pretraining_is_left_out():
+    runs = records()
+    runs = runs[~((runs["stage"] == "upstream") & (runs["seed"] == 1))]
+    table = study_table(runs)
+    assert set(table.loc[table["prior"] == "upstream", "seed"]) == {0}
+    assert len(table[(table["prior"] == "upstream") & table["on_task"]]) == 1
+
+
+def test_the_fit_table_names_a_task_frontier_with_its_task():
+    priors = fit_table(records())["prior"].value_counts().to_dict()
+    assert priors == {"upstream": 2, "upstream (listops)": 2, "random (listops)": 1}
