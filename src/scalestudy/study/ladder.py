@@ -1,6 +1,6 @@
 """The named size ladder of the vanilla transformer, and the scaling protocols.
 
-CPU sizes (`xxs` .. `l`, about 1e4 to 1e6 non-embedding parameters) run on a
+CPU sizes (`xxxs` .. `l`, about 2e3 to 1e6 non-embedding parameters) run on a
 laptop; the T5 sizes (`tiny` .. `xl`) follow the encoder of Tay et al. 2022,
 "Scaling Laws vs Model Architectures" (Table 1). Other architectures map a size
 name to their own hyper-parameters so that their non-embedding parameter count
@@ -30,6 +30,8 @@ class Shape:
 
 LADDER: dict[str, Shape] = {
     # CPU ladder: every step roughly doubles to quadruples the parameters.
+    # xxxs (about 2k parameters): the frontier's smallest budgets are optimal below xxs.
+    "xxxs": Shape(depth=2, width=8, heads=2, d_ff=32),
     "xxs": Shape(depth=2, width=16, heads=2, d_ff=64),
     "xs": Shape(depth=2, width=32, heads=2, d_ff=128),
     "s": Shape(depth=2, width=64, heads=4, d_ff=256),
@@ -44,7 +46,7 @@ LADDER: dict[str, Shape] = {
 }
 
 SIZES = tuple(LADDER)
-CPU_SIZES = ("xxs", "xs", "s", "m", "l")
+CPU_SIZES = ("xxxs", "xxs", "xs", "s", "m", "l")
 PROTOCOLS = ("default", "depth", "width")
 
 
