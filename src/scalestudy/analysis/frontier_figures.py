@@ -223,51 +223,64 @@ def optimal_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
 
 
 def loss_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
+    """One panel per group but its architecture (a prior: losses of one kind),
+    every architecture on its axis in its own colour."""
     by = result.by
     keys = _groups(result)
-    notes = []
+    a = by.index("arch")
+    rest = [c for c in by if c != "arch"]
+    panels = sorted({tuple(k[i] for i, c in enumerate(by) if c != "arch") for k in keys})
+    archs = list(dict.fromkeys(k[a] for k in keys))
+    colours = {arch: GROUP_COLORS[i % len(GROUP_COLORS)] for i, arch in enumerate(archs)}
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(6.8, 4.6), layout="constrained")
-        largest = []
-        for i, key in enumerate(keys):
-            colour = GROUP_COLORS[i % len(GROUP_COLORS)]
-            label = _title(by, key)
-            bands = _rows(result.bands, by, key)
-            bd = bands[bands["method"] == "approach3"]
-            runs = _rows(result.runs, by, key)
-            c_max = float(runs["_budget_compute"].max())
-            largest.append(c_max)
-            if bd.empty:
-                notes.append(f"{label}: approach 3 not fitted")
-            else:
-                bd = bd.sort_values("compute")
-                # Solid up to the largest budget, dashed beyond, joined at the last
-                # grid point inside.
-                j = max(int(np.searchsorted(bd["compute"].to_numpy(), c_max * (1 + 1e-9))), 1)
-                ax.plot(bd["compute"][:j], bd["loss_opt"][:j], color=colour, lw=1.5,
-                        label=f"{label}: L(N_opt, D_opt), approach 3")
-                ax.plot(bd["compute"][j - 1:], bd["loss_opt"][j - 1:], color=colour, lw=1.5,
-                        ls="--")
-                good = np.isfinite(bd["loss_low"])
-                ax.fill_between(bd["compute"][good], bd["loss_low"][good],
-                                bd["loss_high"][good], color=colour, alpha=0.18, lw=0)
-            prof = _rows(result.profiles, by, key) if not result.profiles.empty else None
-            if prof is not None and len(prof):
-                ok = prof[prof["status"] == "ok"]
-                ax.scatter(ok["compute"], ok["loss_opt"], color=colour, marker="s", s=20,
-                           edgecolor="white", linewidth=0.5, zorder=3,
-                           label=f"{label}: IsoFLOP minimum, approach 2")
-        for i, c in enumerate(largest):
-            ax.axvline(c, color=GROUP_COLORS[i % len(GROUP_COLORS)], lw=0.8, ls=":")
-        ax.set_xscale("log")
-        ax.set_xlabel(COMPUTE_LABEL)
-        ax.set_ylabel(f"{result.loss_label} at the compute-optimal size")
-        title = ("Loss at the compute-optimal size (band: bootstrap interval)\n"
-                 "dotted: each group's largest budget; dashed: extrapolated beyond it")
-        if notes:
-            title += "\n" + "; ".join(notes)
-        ax.set_title(title, fontsize=10)
-        ax.legend(loc="lower left", framealpha=0.85)
+        fig, axes = _panel_grid(len(panels), 2, (5.4, 3.9))
+        for ax, panel in zip(axes, panels, strict=True):
+            notes = []
+            members = [k for k in keys
+                       if tuple(k[i] for i, c in enumerate(by) if c != "arch") == panel]
+            for key in members:
+                arch = key[a]
+                colour = colours[arch]
+                bands = _rows(result.bands, by, key)
+                bd = bands[bands["method"] == "approach3"].sort_values("compute")
+                c_max = float(_rows(result.runs, by, key)["_budget_compute"].max())
+                ax.axvline(c_max, color=colour, lw=0.8, ls=":")
+                if bd.empty:
+                    notes.append(f"{arch}: approach 3 not fitted")
+                else:
+                    # Solid up to the largest budget, dashed beyond, joined at the last
+                    # grid point inside.
+                    j = max(int(np.searchsorted(bd["compute"].to_numpy(), c_max * (1 + 1e-9))),
+                            1)
+                    ax.plot(bd["compute"][:j], bd["loss_opt"][:j], color=colour, lw=1.5)
+                    ax.plot(bd["compute"][j - 1:], bd["loss_opt"][j - 1:], color=colour,
+                            lw=1.5, ls="--")
+                    good = np.isfinite(bd["loss_low"])
+                    ax.fill_between(bd["compute"][good], bd["loss_low"][good],
+                                    bd["loss_high"][good], color=colour, alpha=0.18, lw=0)
+                prof = _rows(result.profiles, by, key) if not result.profiles.empty else None
+                if prof is not None and len(prof):
+                    ok = prof[prof["status"] == "ok"]
+                    ax.scatter(ok["compute"], ok["loss_opt"], color=colour, marker="s", s=20,
+                               edgecolor="white", linewidth=0.5, zorder=3)
+            ax.set_xscale("log")
+            ax.set_xlabel(COMPUTE_LABEL)
+            ax.set_ylabel(f"{result.loss_label} at N_opt")
+            label = ", ".join(f"{c} {v}" for c, v in zip(rest, panel, strict=True)
+                              if v != "all") or "all runs"
+            ax.set_title(label + ("\n" + "; ".join(notes) if notes else ""))
+        handles = [Line2D([], [], color=colours[arch], lw=1.5, label=arch) for arch in archs]
+        handles += [
+            Line2D([], [], color="0.3", lw=1.5, label="L(N_opt, D_opt), approach 3"),
+            Line2D([], [], color="0.3", lw=1.5, ls="--", label="extrapolated beyond"),
+            Line2D([], [], color="0.3", lw=0.8, ls=":", label="largest budget"),
+            Line2D([], [], color="0.3", marker="s", ls="none", label="IsoFLOP minimum, "
+                   "approach 2"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
+                   frameon=False)
+        fig.suptitle("Loss at the compute-optimal size against compute (band: bootstrap "
+                     "interval of approach 3)")
         return _save(fig, out_dir, "frontier_loss")
 
 

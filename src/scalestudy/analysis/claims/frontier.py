@@ -62,14 +62,15 @@ def ranking_changes(study: Study) -> list[Scope]:
     if table.empty:
         return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
     out, judged = [], []
-    for (prior, task), group in table.groupby(["prior", "task"], sort=True):
+    for (prior, task, on_task), group in table.groupby(["prior", "task", "on_task"], sort=True):
+        name = f"{prior} ({task if on_task else 'upstream loss'})"
         archs = sorted(group["arch"].unique(), key=ARCHITECTURES.rank)
         if len(archs) < 2:
-            out.append(Scope(f"{prior} ({task})", "fewer than two architectures", NO_DATA))
+            out.append(Scope(name, "fewer than two architectures", NO_DATA))
             continue
         shared = set.intersection(*(set(group.loc[group["arch"] == a, "budget"])
                                     for a in archs))
-        judged += [(group[group["budget"] == b], archs, f"{prior} ({task}), budget {b:g}")
+        judged += [(group[group["budget"] == b], archs, f"{name}, budget {b:g}")
                    for b in sorted(shared)]
     # Some scope and some pair suffice: each comparison at the Bonferroni level.
     tests = sum(len(archs) * (len(archs) - 1) // 2 for _, archs, _ in judged)
