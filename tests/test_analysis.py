@@ -1157,7 +1157,7 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "capacity_listops"]
+CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "capacity_listops", "frontier"]
 
 
 def test_every_cached_study_is_named_here():
@@ -1174,11 +1174,14 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
     runs = read_records(ROOT / "data" / "cache" / f"{study}.parquet")
     assert set(runs["study"]) == {study}
     cells = task_runs(runs)
+    budgets = grid.get("budgets") or [None]  # a budgeted grid: every cell at every budget
     expected = set(itertools.product(grid["tasks"], grid["archs"], grid["sizes"],
-                                     grid["priors"], grid["seeds"]))
+                                     grid["priors"], grid["seeds"], budgets))
     assert len(cells) == len(expected)
     keys = ["task", "arch", "size", "prior", "seed"]
-    assert set(cells[keys].itertuples(index=False, name=None)) == expected
+    got = cells[keys].itertuples(index=False, name=None)
+    got_budgets = cells["budget"] if grid.get("budgets") else [None] * len(cells)
+    assert {(*cell, b) for cell, b in zip(got, got_budgets, strict=True)} == expected
     stages = {PRIORS[prior].needs for prior in grid["priors"]} - {None}
     assert set(runs["stage"]) - {"scratch", "finetune"} == stages
     for stage in stages:
@@ -1227,3 +1230,23 @@ def test_the_workstation_cache_has_every_architecture_and_prior_at_four_sizes():
     assert set(runs["prior"]) == set(PRIORS) - {"random_causal", "spt_causal",
                                                 "spt_causal_causal"}
     assert runs["size"].nunique() >= 4  # the saturating fit needs four
+
+
+def test_the_frontier_cache_gives_s4_all_three_approaches():
+    """The frontier cache (docs/results.md, j): S4's upstream IsoFLOP vertices
+    are bracketed at every budget, so approaches 1, 2 and 3 all give its
+    exponent a with an interval, approach 2's above 0; the transformer's and
+    lconv's optima sit at the smallest sizes at half the budgets (refitted
+    here as the workflow's frontier rule fits it)."""
+    from scalestudy.analysis.frontier import frontier
+    from scalestudy.analysis.frontier_study import fit_table
+
+    runs = read_records(ROOT / "data" / "cache" / "frontier.parquet")
+    result = frontier(fit_table(runs), n_boot=200, figures=False, quiet=True)
+    fits = result.fits.set_index(["method", "arch", "prior"])
+    for method in ("approach1", "approach2", "approach3"):
+        row = fits.loc[(method, "s4", "upstream")]
+        assert row["status"] == "ok" and row["a_low"] <= row["a"] <= row["a_high"], method
+    assert fits.loc[("approach2", "s4", "upstream"), "a_low"] > 0
+    for arch in ("transformer", "lconv"):
+        assert fits.loc[("approach2", arch, "upstream"), "status"].startswith("not enough")
