@@ -177,7 +177,7 @@ def check_longest_first(priorities: dict[tuple, int]) -> None:
         ("grid: {priors: [magic]}",
          r"'magic' is not one of \['random', 'random_noln', 'random_causal'"),
         ("grid: {tasks: [imdb]}", r"'imdb' is not one of \['listops'"),
-        ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxs'"),
+        ("grid: {sizes: [huge]}", r"'huge' is not one of \['xxxs', 'xxs'"),
         ("train: {max_steps: ten}", r"'ten' is not of type 'integer'"),
         ("train: {epochs: 3}", r"'epochs' was unexpected"),
         ("colour: red", r"'colour' was unexpected"),
