@@ -229,16 +229,18 @@ def loss_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
     keys = _groups(result)
     a = by.index("arch")
     rest = [c for c in by if c != "arch"]
-    panels = sorted({tuple(k[i] for i, c in enumerate(by) if c != "arch") for k in keys})
+
+    def panel_of(key: tuple) -> tuple:
+        return tuple(v for c, v in zip(by, key, strict=True) if c != "arch")
+
+    panels = sorted({panel_of(k) for k in keys})
     archs = list(dict.fromkeys(k[a] for k in keys))
     colours = {arch: GROUP_COLORS[i % len(GROUP_COLORS)] for i, arch in enumerate(archs)}
     with plt.rc_context(STYLE):
         fig, axes = _panel_grid(len(panels), 2, (5.4, 3.9))
         for ax, panel in zip(axes, panels, strict=True):
             notes = []
-            members = [k for k in keys
-                       if tuple(k[i] for i, c in enumerate(by) if c != "arch") == panel]
-            for key in members:
+            for key in (k for k in keys if panel_of(k) == panel):
                 arch = key[a]
                 colour = colours[arch]
                 bands = _rows(result.bands, by, key)
