@@ -1157,7 +1157,8 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "capacity_listops", "frontier"]
+CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "converged_capacity", "capacity_listops",
+                  "frontier"]
 
 
 def test_every_cached_study_is_named_here():
@@ -1220,6 +1221,30 @@ def test_the_converged_cache_trained_every_run_until_its_plateau_or_its_cap():
         capped = stopped[stopped["stopped_by"] == "max_steps"]
         assert (capped["steps"] == schedule["max_steps"]).all()
         assert (stopped["train_flops"] == stopped["steps"] * stopped["flops_per_step"]).all()
+
+
+def test_the_annealed_converged_cache_cooled_down_from_each_plateau():
+    """The converged_capacity cache (docs/results.md, i): a run that reached its
+    plateau (judged at validations, from the fifth on) then decayed its rate
+    over decay_fraction x its steps so far, within the cap; a run that did not
+    trained to the cap."""
+    preset = yaml.safe_load((ROOT / "config/studies/converged_capacity.yaml").read_text())
+    runs = read_records(ROOT / "data" / "cache" / "converged_capacity.parquet")
+    assert (runs["status"] == "ok").all()
+    fraction = preset["train"]["decay_fraction"]
+    for stage, section in (("scratch", "train"), ("finetune", "train"), ("upstream", "pretrain")):
+        schedule, stopped = preset[section], runs[runs["stage"] == stage]
+        assert schedule["until"] == "plateau" and len(stopped)
+        cap, every = schedule["max_steps"], schedule["val_every"]
+        at_plateau = stopped[stopped["stopped_by"] == "plateau"]
+        start = at_plateau["plateau_step"]
+        assert ((start >= 5 * every) & (start % every == 0) & (start <= cap)).all()
+        cooled = np.minimum(cap, start + np.ceil(fraction * start))
+        assert (at_plateau["steps"] == cooled).all()
+        before_cap = at_plateau[start < cap]
+        assert (before_cap["final_lr"] < 0.01 * before_cap["lr"]).all()
+        capped = stopped[stopped["stopped_by"] == "max_steps"]
+        assert (capped["steps"] == cap).all() and capped["plateau_step"].isna().all()
 
 
 def test_the_workstation_cache_has_every_architecture_and_prior_at_four_sizes():
