@@ -26,11 +26,11 @@ onstart:
 
 
 onsuccess:
-    stop_rescheduling_timers()
+    end_study()
 
 
 onerror:
-    stop_rescheduling_timers()
+    end_study()
 
 
 rule all:

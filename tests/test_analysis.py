@@ -1157,8 +1157,8 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "converged_capacity", "capacity_listops",
-                  "frontier"]
+CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "converged_capacity",
+                  "capacity_listops", "frontier"]
 
 
 def test_every_cached_study_is_named_here():

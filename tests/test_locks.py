@@ -1,18 +1,21 @@
-"""Stale Snakemake locks are removed only when their holder is known to be gone."""
+"""Stale Snakemake locks are removed only when every holder is known to be gone."""
 
 import os
 import socket
 import subprocess
 
-from scalestudy.locks import OWNER, claim, clear_stale
+from scalestudy.locks import HOLDERS, claim, clear_stale, release
+
+HOST = socket.gethostname()
 
 
-def locked(tmp_path, owner: str | None):
+def locked(tmp_path, *holders: str):
     state = tmp_path / ".snakemake"
     (state / "locks").mkdir(parents=True)
     (state / "locks" / "0.input.lock").write_text("results/x\n")
-    if owner is not None:
-        (state / OWNER).write_text(owner)
+    for holder in holders:
+        (state / HOLDERS).mkdir(exist_ok=True)
+        (state / HOLDERS / holder).touch()
     return state
 
 
@@ -22,28 +25,43 @@ def dead_pid() -> int:
     return done.pid
 
 
-def test_the_lock_of_a_killed_run_is_removed(tmp_path):
-    state = locked(tmp_path, f"{socket.gethostname()} {dead_pid()}\n")
-    assert "removed the lock" in clear_stale(state)
-    assert not (state / "locks").exists() and not (state / OWNER).exists()
+def test_the_locks_of_a_killed_run_are_removed(tmp_path):
+    pid = dead_pid()
+    state = locked(tmp_path, f"{HOST}.{pid}")
+    assert clear_stale(state) == (
+        f"removed the locks left by killed Snakemake runs (pid {pid} on {HOST})")
+    assert not (state / "locks").exists() and not (state / HOLDERS).exists()
 
 
-def test_a_live_holder_keeps_its_lock(tmp_path):
-    state = locked(tmp_path, f"{socket.gethostname()} {os.getpid()}\n")
+def test_a_live_holder_keeps_the_locks(tmp_path):
+    state = locked(tmp_path, f"{HOST}.{os.getpid()}")
     assert clear_stale(state) is None
     assert (state / "locks" / "0.input.lock").exists()
 
 
-def test_a_holder_on_another_host_or_unknown_keeps_the_lock(tmp_path):
-    state = locked(tmp_path, f"not-{socket.gethostname()} {dead_pid()}\n")
+def test_one_live_holder_beside_a_killed_one_keeps_the_locks(tmp_path):
+    """Two Snakemake processes in one directory: the one that was killed left
+    its holder file, the one still running holds locks of its own."""
+    state = locked(tmp_path, f"{HOST}.{dead_pid()}", f"{HOST}.{os.getpid()}")
     assert clear_stale(state) is None
     assert (state / "locks" / "0.input.lock").exists()
-    (state / OWNER).unlink()
+    assert len(list((state / HOLDERS).iterdir())) == 2
+
+
+def test_a_holder_on_another_host_or_none_recorded_keeps_the_locks(tmp_path):
+    state = locked(tmp_path, f"not-{HOST}.{dead_pid()}")
+    assert clear_stale(state) is None
+    assert (state / "locks" / "0.input.lock").exists()
+    for holder in (state / HOLDERS).iterdir():
+        holder.unlink()
     assert clear_stale(state) is None
     assert (state / "locks" / "0.input.lock").exists()
 
 
-def test_claim_names_this_process(tmp_path):
-    claim(tmp_path / ".snakemake")
-    assert (tmp_path / ".snakemake" / OWNER).read_text().split() == [
-        socket.gethostname(), str(os.getpid())]
+def test_claim_names_this_process_and_release_removes_it(tmp_path):
+    state = tmp_path / ".snakemake"
+    claim(state)
+    assert [p.name for p in (state / HOLDERS).iterdir()] == [f"{HOST}.{os.getpid()}"]
+    release(state)
+    assert not list((state / HOLDERS).iterdir())
+    release(state)  # twice (onsuccess after a failed onerror): nothing left to remove

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from test_config_overrides import DEFAULT
 
+from scalestudy.locks import HOLDERS, claim
 from scalestudy.records import failed_record, write_record
 from scalestudy.study import costs, grid
 from scalestudy.study.status import CONFIG, report, study_status
@@ -49,8 +50,7 @@ def test_counts_failures_and_time(tmp_path):
         f"results/s/{running.directory}/record.parquet".encode()).decode()
     (tmp_path / ".snakemake" / "incomplete").mkdir(parents=True)
     (tmp_path / ".snakemake" / "incomplete" / marker).write_text("{}")
-    (tmp_path / ".snakemake" / "scalestudy-owner").write_text(
-        f"{socket.gethostname()} {os.getpid()}\n")
+    claim(tmp_path / ".snakemake")
 
     status = study_status(study_dir)
     assert status.counts() == {"train scratch": {
@@ -66,8 +66,8 @@ def test_counts_failures_and_time(tmp_path):
     assert "training time spent: 0m40s" in text
 
     # The study's Snakemake gone: the started job is interrupted, not running.
-    (tmp_path / ".snakemake" / "scalestudy-owner").write_text(
-        f"{socket.gethostname()} {2**22 + 12345}\n")
+    holder = tmp_path / ".snakemake" / HOLDERS / f"{socket.gethostname()}.{os.getpid()}"
+    holder.rename(holder.with_name(f"{socket.gethostname()}.{2**22 + 12345}"))
     assert study_status(study_dir).counts()["train scratch"]["interrupted"] == 1
 
     # The command, from the workflow's directory.

@@ -1,13 +1,17 @@
 """Stale Snakemake locks: a killed study reruns with the same command.
 
 Snakemake locks the working directory while it runs (.snakemake/locks/) and
-removes the lock when it ends; a SIGKILL, an OOM kill or a power loss leaves it
-behind, and the next `snakemake` stops with LockException until `--unlock`.
-The workflow records which process holds the lock (`claim`, at onstart: host and
-PID in .snakemake/scalestudy-owner); `clear_stale` (at parse time) removes a
-lock whose holder is known to be gone: the same host, and no such process. A
-lock held by a live process, by another host (a cluster's login node, seen from
-a compute node), or by an unknown owner is left alone.
+removes its locks when it ends; a SIGKILL, an OOM kill or a power loss leaves
+them behind, and the next `snakemake` stops with LockException until
+`--unlock`. Several Snakemake processes may run in one directory at once (on
+outputs that do not overlap), each with its own lock files, so each records
+itself as a holder (`claim`, at onstart: a file named by host and PID in
+.snakemake/scalestudy-holders/) and removes that file when it ends (`release`).
+`clear_stale` (at parse time) removes the locks only when every holder is
+known to be gone: the same host, and no such process. A live holder, a holder
+on another host (a cluster's login node, seen from a compute node), or locks
+with no holder recorded leave the locks alone: which lock file is whose is not
+known, so one live holder keeps them all.
 """
 
 from __future__ import annotations
@@ -17,13 +21,23 @@ import shutil
 import socket
 from pathlib import Path
 
-OWNER = "scalestudy-owner"
+HOLDERS = "scalestudy-holders"
+
+
+def _holder(state_dir: Path) -> Path:
+    return state_dir / HOLDERS / f"{socket.gethostname()}.{os.getpid()}"
 
 
 def claim(state_dir: Path = Path(".snakemake")) -> None:
-    """Record this process as the holder of the workflow's lock."""
-    state_dir.mkdir(exist_ok=True)
-    (state_dir / OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    """Record this process as a holder of the workflow's locks."""
+    holder = _holder(state_dir)
+    holder.parent.mkdir(parents=True, exist_ok=True)
+    holder.touch()
+
+
+def release(state_dir: Path = Path(".snakemake")) -> None:
+    """This process ended and Snakemake removed its locks: no longer a holder."""
+    _holder(state_dir).unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -36,18 +50,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _gone(name: str) -> bool:
+    """Whether the holder a file names is known to have ended."""
+    host, _, pid = name.rpartition(".")
+    return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
+def holders(state_dir: Path = Path(".snakemake")) -> list[str]:
+    """The recorded holders' file names (host.pid), live or gone."""
+    directory = state_dir / HOLDERS
+    return sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+
+
+def held(state_dir: Path = Path(".snakemake")) -> bool:
+    """Whether some recorded holder may still run (on this host, or another's)."""
+    return not all(_gone(name) for name in holders(state_dir))
+
+
 def clear_stale(state_dir: Path = Path(".snakemake")) -> str | None:
-    """Remove the locks of a Snakemake run that was killed; returns what it did."""
-    locks, owner = state_dir / "locks", state_dir / OWNER
-    if not (locks.is_dir() and any(locks.iterdir()) and owner.is_file()):
-        return None
-    try:
-        host, pid = owner.read_text().split()
-        pid = int(pid)
-    except ValueError:
-        return None
-    if host != socket.gethostname() or _alive(pid):
+    """Remove the locks of Snakemake runs that were killed, when no holder is
+    left; returns what it did."""
+    locks, names = state_dir / "locks", holders(state_dir)
+    if not (locks.is_dir() and any(locks.iterdir()) and names) or held(state_dir):
         return None
     shutil.rmtree(locks)
-    owner.unlink()
-    return f"removed the lock left by a killed Snakemake run (pid {pid} on {host})"
+    shutil.rmtree(state_dir / HOLDERS)
+    killed = ", ".join("pid {2} on {0}".format(*name.rpartition(".")) for name in names)
+    return f"removed the locks left by killed Snakemake runs ({killed})"

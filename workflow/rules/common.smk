@@ -14,7 +14,7 @@ import yaml
 from snakemake.settings.types import DeploymentMethod
 
 from scalestudy.atomic import write_text
-from scalestudy.locks import claim, clear_stale
+from scalestudy.locks import claim, clear_stale, release
 from scalestudy.stages import STAGES
 from scalestudy.study import check_cluster, machine_memory, trains_in_host_memory, validate
 from scalestudy.study import costs, grid, resources, specs
@@ -81,7 +81,7 @@ def start_study():
     command directly, on the GPUs SLURM gave them."""
     if not workflow.local_exec:
         check_cluster(config)
-    claim()  # this process holds the lock (see scalestudy.locks)
+    claim()  # this process holds locks (see scalestudy.locks)
     # The study's config as it runs, for `scalestudy status` (scalestudy.study.status).
     write_text(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False),
                os.path.join(OUT, study_status.CONFIG))
@@ -97,6 +97,13 @@ def start_study():
     from scalestudy import warm
 
     warm.start()
+
+
+def end_study():
+    """This process no longer holds the study's locks (Snakemake removes them
+    as it ends), and its scheduler's wake-ups stop."""
+    release()
+    stop_rescheduling_timers()
 
 
 def stop_rescheduling_timers():

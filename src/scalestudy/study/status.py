@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,22 +121,11 @@ def incomplete(workdir: Path) -> set[str]:
 
 
 def owner_alive(workdir: Path) -> bool:
-    """Whether the Snakemake process holding the workflow's lock runs (on this host)."""
-    from ..locks import OWNER
+    """Whether a Snakemake process holding the workflow's locks runs (one on
+    another host is assumed to)."""
+    from ..locks import held
 
-    try:
-        host, pid = (Path(workdir) / ".snakemake" / OWNER).read_text().split()
-    except (OSError, ValueError):
-        return False
-    if host != socket.gethostname():
-        return True  # another host's: assume it runs
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return held(Path(workdir) / ".snakemake")
 
 
 def study_status(study_dir: Path) -> Status:
