@@ -35,12 +35,18 @@ def run_recorded(work, identity: dict, record_path: Path) -> dict:
     """Run `work` (a training or pretraining run); if it raises before it could
     train (its data, its checkpoint, its model), write a failed record with the
     error instead, so the study goes on and the failure is visible in it. The
-    traceback goes to the job's log."""
+    traceback goes to the job's log. One process at a time runs in the run's
+    directory (locks.run_lock): a second one exits 1 with no record."""
     from .atomic import no_space
+    from .locks import RunBusy, run_lock
     from .records import failed_record, write_record
 
     try:
-        return work()
+        with run_lock(record_path.parent):
+            return work()
+    except RunBusy as busy:
+        print(busy.message, file=sys.stderr, flush=True)
+        raise
     except Exception as err:
         full = no_space(err, record_path.parent)
         if full:  # a full disk: the command's one error line, no record

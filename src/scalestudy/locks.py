@@ -16,6 +16,8 @@ known, so one live holder keeps them all.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -77,3 +79,51 @@ def clear_stale(state_dir: Path = Path(".snakemake")) -> str | None:
     shutil.rmtree(state_dir / HOLDERS)
     killed = ", ".join("pid {2} on {0}".format(*name.rpartition(".")) for name in names)
     return f"removed the locks left by killed Snakemake runs ({killed})"
+
+
+# One process per run directory. Snakemake's own locks do not stop a second
+# Snakemake from starting a job that another one runs: its file-based
+# persistence removes the whole .snakemake/locks/ directory when any instance
+# ends (snakemake/persistence/file.py, _delete_locks, Snakemake 9.27), so a
+# live instance's locks go with it. Two processes training into one run
+# directory would interleave its checkpoints and metrics, so a run holds an
+# exclusive flock on its directory itself (no lock file is left behind) while
+# it runs.
+
+
+class RunBusy(SystemExit):
+    """Another process trains this run: exit 1, no record (the other one writes it)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(1)
+        self.message = (f"{run_dir}: another process is training this run (its directory "
+                        f"is locked); this one stops without a record")
+
+
+def _rank() -> int:
+    """This process's rank among a multi-process run's (0 outside one): the
+    launching rank holds the run's lock for every rank."""
+    return max(int(os.environ.get(name) or 0) for name in ("LOCAL_RANK", "RANK", "SLURM_PROCID"))
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Hold an exclusive flock on `run_dir` while the block runs; RunBusy if
+    another process holds it. Where the filesystem has no flock (some network
+    filesystems), the run goes on unlocked."""
+    if _rank() > 0:
+        yield
+        return
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(run_dir) from None
+        except OSError:  # no flock here (ENOLCK, EOPNOTSUPP): unlocked
+            pass
+        yield
+    finally:
+        os.close(fd)
