@@ -1158,7 +1158,7 @@ def test_figures_from_cache_names_a_missing_cache(tmp_path):
 
 
 CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "converged_capacity",
-                  "capacity_listops", "frontier"]
+                  "capacity_listops", "effects", "frontier"]
 
 
 def test_every_cached_study_is_named_here():
@@ -1203,6 +1203,23 @@ def test_the_capacity_limited_cache_scales_downstream_for_every_architecture():
                 & (fits["form"] == "loglog")]
     assert set(down["arch"]) == {"transformer", "lconv", "s4"}
     assert (down["alpha_low"] > 0).all(), down[["arch", "alpha", "alpha_low", "alpha_high"]]
+
+
+def test_the_effects_cache_scales_upstream_and_downstream_for_every_architecture():
+    """The effects cache (docs/results.md, i): under random init test error,
+    and upstream the masked-byte loss of the per-seed pretraining, fall with
+    training compute for each of its architectures, every interval above 0
+    (refitted here as the workflow fits it)."""
+    from scalestudy.analysis.fits import fit_study
+
+    runs = read_records(ROOT / "data" / "cache" / "effects.parquet")
+    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
+    loglog = fits[fits["form"] == "loglog"]
+    down = loglog[(loglog["metric"] == "alpha_D") & (loglog["prior"] == "random")]
+    up = loglog[loglog["metric"] == "alpha_U"]
+    for exponents in (down, up):
+        assert set(exponents["arch"]) == {"transformer", "lconv", "s4"}
+        assert (exponents["alpha_low"] > 0).all(), exponents[["arch", "alpha", "alpha_low"]]
 
 
 def test_the_converged_cache_trained_every_run_until_its_plateau_or_its_cap():
