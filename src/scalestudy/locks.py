@@ -73,7 +73,7 @@ def clear_stale(state_dir: Path = Path(".snakemake")) -> str | None:
     """Remove the locks of Snakemake runs that were killed, when no holder is
     left; returns what it did."""
     locks, names = state_dir / "locks", holders(state_dir)
-    if not (locks.is_dir() and any(locks.iterdir()) and names) or held(state_dir):
+    if not (locks.is_dir() and any(locks.iterdir()) and names and all(map(_gone, names))):
         return None
     shutil.rmtree(locks)
     shutil.rmtree(state_dir / HOLDERS)
