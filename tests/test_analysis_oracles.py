@@ -50,7 +50,8 @@ def transfer_runs(noise=0.05, seed=0) -> pd.DataFrame:
         rows.append(run(task="upstream", prior="upstream", stage="upstream", train_flops=c,
                         upstream_loss=loss, flops_per_step=c / 100, **model))
         rows.append(run(prior="upstream", stage="finetune", train_flops=0.1 * c,
-                        pretrain_flops=c, upstream_loss=loss, flops_per_step=c / 1000,
+                        pretrain_flops=c, pretrain_seed=s, upstream_loss=loss,
+                        flops_per_step=c / 1000,
                         test_acc=1 - 0.5 * loss ** 0.6, **model))
     return pd.DataFrame(rows)
 

@@ -17,8 +17,12 @@ from scalestudy.analysis.claims.check import (
     FAILS,
     HOLDS,
     NO_DATA,
+    UNDECIDED,
     Study,
+    above,
+    all_of,
     combine,
+    given,
 )
 from scalestudy.analysis.scaling import fit_loglog
 
@@ -64,6 +68,10 @@ def test_combine():
     assert combine([FAILS, HOLDS], ANY) == HOLDS
     assert combine([FAILS, NO_DATA], ANY) == FAILS
     assert combine([NO_DATA], ANY) == NO_DATA
+    assert combine([HOLDS, UNDECIDED], EVERY) == UNDECIDED
+    assert combine([UNDECIDED, NO_DATA], EVERY) == UNDECIDED
+    assert combine([UNDECIDED, FAILS], EVERY) == FAILS
+    assert combine([FAILS, UNDECIDED], ANY) == UNDECIDED
     with pytest.raises(ValueError, match="accepted values: every, any"):
         combine([HOLDS], "most")
 
@@ -77,6 +85,22 @@ def test_the_study_reads_the_fits_x_axis():
 # --------------------------------------------------------------------------- Tay et al.
 
 
+def test_four_verdicts_each_mean_one_thing():
+    """An interval straddling its bound is undecided, never a refutation; only an
+    interval on the wrong side does not hold; a premise not shown leaves the
+    claim undecided whatever its own test says."""
+    def d(low, high):
+        return {"estimate": (low + high) / 2, "low": low, "high": high, "status": "ok"}
+
+    assert [above(d(0.1, 0.2)), above(d(-0.1, 0.2)), above(d(-0.2, -0.1))] == [
+        HOLDS, UNDECIDED, FAILS]
+    assert above({**d(0.1, 0.2), "status": "no interval: one run"}) == NO_DATA
+    assert all_of(HOLDS, UNDECIDED) == UNDECIDED and all_of(UNDECIDED, FAILS) == FAILS
+    assert all_of(UNDECIDED, NO_DATA) == NO_DATA
+    assert [given(HOLDS, FAILS), given(UNDECIDED, FAILS), given(FAILS, HOLDS),
+            given(NO_DATA, HOLDS)] == [FAILS, UNDECIDED, UNDECIDED, NO_DATA]
+
+
 def test_vanilla_scales_best_upstream_on_the_difference_of_exponents():
     holds = scaling(alpha_u={"transformer": 0.3, "glu": 0.2, "albert": 0.15},
                     archs=("transformer", "glu", "albert"))
@@ -85,9 +109,9 @@ def test_vanilla_scales_best_upstream_on_the_difference_of_exponents():
     assert "minus glu = 0.100" in scope.measurement
     beaten = scaling(alpha_u={"transformer": 0.2, "glu": 0.3}, archs=("transformer", "glu"))
     assert verdicts(scopes("vanilla_scales_best_upstream", beaten)) == [FAILS]
-    one_seed = holds[holds["seed"] == 0]  # one run per size: nothing to resample
-    (scope,) = scopes("vanilla_scales_best_upstream", one_seed)
-    assert scope.verdict == NO_DATA and "single run at" in scope.measurement
+    # One run per size: the residuals across sizes still give the classical interval.
+    one_seed = holds[holds["seed"] == 0]
+    assert verdicts(scopes("vanilla_scales_best_upstream", one_seed)) == [HOLDS]
     no_reference = holds[holds["arch"] != "transformer"]
     assert verdicts(scopes("vanilla_scales_best_upstream", no_reference)) == [NO_DATA]
 
@@ -106,10 +130,10 @@ def test_overlapping_intervals_can_still_differ_when_the_runs_are_paired():
     (scope,) = scopes("vanilla_scales_best_upstream", data)
     assert scope.verdict == HOLDS and "minus albert = 0.030" in scope.measurement
     # Unpaired (each architecture its own noise pattern) the same exponents are not
-    # told apart.
+    # told apart: undecided, not refuted.
     unpaired = scaling(alpha_u={"transformer": 0.30, "albert": 0.27},
                        archs=("transformer", "albert"), noise=0.05, paired=False)
-    assert verdicts(scopes("vanilla_scales_best_upstream", unpaired)) == [FAILS]
+    assert verdicts(scopes("vanilla_scales_best_upstream", unpaired)) == [UNDECIDED]
 
 
 def test_performer_and_albert_scale_worse_in_every_scope():
@@ -125,7 +149,11 @@ def test_performer_and_albert_scale_worse_in_every_scope():
                           alpha_d={"transformer": 0.1, "performer": 0.05, "albert": 0.05},
                           archs=("transformer", "performer", "albert"))
     assert verdicts(scopes("performer_albert_scale_poorly", albert_fine)) == [
-        HOLDS, HOLDS, FAILS, HOLDS]
+        HOLDS, HOLDS, UNDECIDED, HOLDS]
+    albert_better = scaling(alpha_u={"transformer": 0.2, "performer": 0.1, "albert": 0.3},
+                            alpha_d={"transformer": 0.1, "performer": 0.05, "albert": 0.05},
+                            archs=("transformer", "performer", "albert"))
+    assert verdicts(scopes("performer_albert_scale_poorly", albert_better))[2] == FAILS
     no_albert = worse[worse["arch"] != "albert"]
     assert verdicts(scopes("performer_albert_scale_poorly", no_albert))[2:] == [NO_DATA] * 2
 
@@ -177,13 +205,14 @@ def test_a_ranking_change_among_followers_with_the_leader_fixed_does_not_hold():
     assert "best at xxs: mixer, at s: mixer" in scope.measurement
 
 
-def test_leaders_within_the_noise_of_each_other_do_not_hold():
-    """The leaders differ by 0.01 at each size, with +-0.02 between seeds."""
+def test_leaders_within_the_noise_of_each_other_are_undecided():
+    """The leaders differ by 0.01 at each size, with +-0.02 between seeds: no
+    change is shown, and none is refuted either."""
     tied = runs(_at({"transformer": 0.49, "switch": 0.50, "performer": 0.3, "mixer": 0.3},
                     {"transformer": 0.50, "switch": 0.49, "performer": 0.3, "mixer": 0.3}),
                 archs=ARCHS4, spread=0.02)
     (scope,) = scopes("best_arch_changes_with_scale", tied)
-    assert scope.verdict == FAILS and "best at xxs: switch, at s: transformer" in \
+    assert scope.verdict == UNDECIDED and "best at xxs: switch, at s: transformer" in \
         scope.measurement
 
 
@@ -195,7 +224,7 @@ def test_best_architecture_changes_judges_several_scopes_at_the_bonferroni_level
     got = scopes("best_arch_changes_with_scale", both)
     assert [(s.scope, s.verdict) for s in got] == [
         ("listops / random / default protocol", HOLDS),
-        ("listops / random / width protocol", FAILS)]
+        ("listops / random / width protocol", UNDECIDED)]
     assert "one-sided 0.0125, 2 scope(s)" in got[0].measurement
     checks = evaluate(both, pd.DataFrame(), n_boot=50)
     row = checks[checks["claim"] == CLAIMS["best_arch_changes_with_scale"].text].iloc[0]
@@ -230,18 +259,18 @@ def test_glu_and_mos_scale_like_the_transformer_by_an_equivalence_rule():
                    archs=("transformer", "glu", "mos"), noise=0.002)
     got = scopes("minimal_variants_scale_like_transformer", same)
     assert verdicts(got) == [HOLDS] * 4
-    assert "margin +-0.050 (25% of transformer's 0.200): the interval lies within it" in \
-        got[0].measurement
+    assert "glu - 0.75 x transformer = 0.050" in got[0].measurement
+    assert "1.25 x transformer - glu = 0.050" in got[0].measurement
     steeper = scaling(alpha_u={"transformer": 0.2, "glu": 0.3, "mos": 0.2},
                       alpha_d={"transformer": 0.1, "glu": 0.1, "mos": 0.1},
                       archs=("transformer", "glu", "mos"), noise=0.002)
     assert verdicts(scopes("minimal_variants_scale_like_transformer", steeper))[0] == FAILS
 
 
-def test_equivalence_inside_a_wide_interval_is_not_enough_data():
-    """Issue 27, item 2's counter-example: the same exponent with 10% noise. The
-    variant's estimate lies inside the transformer's (wide) interval, which the
-    old rule called holds; the difference's interval is wider than the +-25% band."""
+def test_equivalence_inside_a_wide_interval_is_undecided():
+    """The same exponent with 10% noise: the variant's estimate lies inside the
+    transformer's (wide) interval, which shows no equivalence; the two contrasts'
+    intervals straddle 0."""
     wide = scaling(alpha_u={"transformer": 0.2, "glu": 0.2}, archs=("transformer", "glu"),
                    noise=0.1, paired=False)
     up = wide[wide["stage"] == "upstream"]
@@ -249,26 +278,30 @@ def test_equivalence_inside_a_wide_interval_is_not_enough_data():
            for a, g in up.groupby("arch")}
     assert fit["transformer"].alpha_low < fit["glu"].alpha < fit["transformer"].alpha_high
     scope = scopes("minimal_variants_scale_like_transformer", wide)[0]
-    assert scope.verdict == NO_DATA and "wider than the margin" in scope.measurement
+    assert scope.verdict == UNDECIDED
 
 
 def test_flat_or_negative_downstream_against_a_transformer_that_scales():
     flat = scaling(alpha_d={"transformer": 0.1, "mixer": 0.0, "performer": -0.02,
                             "albert": 0.1}, archs=("transformer", "mixer", "performer", "albert"),
                    noise=0.01)
-    assert verdicts(scopes("flat_or_negative_downstream", flat)) == [HOLDS, HOLDS, FAILS]
-    # One seed: no interval.
-    one = flat[flat["seed"] == 0]
-    assert set(verdicts(scopes("flat_or_negative_downstream", one))) == {NO_DATA}
+    got = scopes("flat_or_negative_downstream", flat)
+    assert verdicts(got) == [HOLDS, HOLDS, FAILS]
+    assert "0.25 x transformer - mixer = 0.025" in got[0].measurement
+    # A quarter of the transformer's exponent is the margin: 0.05 against 0.1
+    # scales (the contrast 0.025 - 0.05 lies below 0).
+    slow = scaling(alpha_d={"transformer": 0.1, "mixer": 0.0, "performer": 0.05},
+                   archs=("transformer", "mixer", "performer"), noise=0.01)
+    assert verdicts(scopes("flat_or_negative_downstream", slow))[:2] == [HOLDS, FAILS]
 
 
-def test_flat_when_the_transformer_is_flat_too_does_not_hold():
-    """Issue 27, item 3's counter-example: mixer's alpha_D interval reaches 0, as
-    the old rule required, but so does the transformer's: nothing is shown."""
+def test_flat_when_the_transformer_is_flat_too_is_undecided():
+    """Mixer's alpha_D interval reaches 0, but so does the transformer's: the
+    premise (the transformer scales here) is not shown, so nothing is."""
     both_flat = scaling(alpha_d={"transformer": 0.0, "mixer": 0.0},
                         archs=("transformer", "mixer"), noise=0.01)
     scope = scopes("flat_or_negative_downstream", both_flat)[0]
-    assert scope.verdict == FAILS and "transformer does not scale here" in scope.measurement
+    assert scope.verdict == UNDECIDED and "premise not shown" in scope.measurement
 
 
 # --------------------------------------------------------------------------- Amos et al.
@@ -307,12 +340,12 @@ def test_a_partly_closed_gap_does_not_hold(claim, first, second):
 @pytest.mark.parametrize("claim, first, second", [
     ("spt_closes_s4_gap", "s4", "transformer"),
     ("structure_redundant_under_spt", "s4", "dlr")])
-def test_a_widening_gap_in_the_other_direction_does_not_hold(claim, first, second):
-    """Issue 27, item 4's counter-example: structured S4 behind the unstructured
-    model under both priors, the gap widening from -0.01 to -0.05: the old
-    "reduction" (+0.04) lay above 0 and the claim held."""
+def test_a_widening_gap_in_the_other_direction_is_undecided(claim, first, second):
+    """Structured S4 behind the unstructured model under both priors, the gap
+    widening from -0.01 to -0.05: there is no gap to close (the premise), so the
+    claim is not tested here, neither held nor refuted."""
     (scope,) = scopes(claim, _gap(first, second, -0.01, -0.05))
-    assert scope.verdict == FAILS and "no gap under random to close" in scope.measurement
+    assert scope.verdict == UNDECIDED and "premise not shown" in scope.measurement
 
 
 def _spt(gain):
@@ -406,13 +439,36 @@ def test_dtfixup_deeper_is_better_and_the_standard_recipe_is_not():
     assert verdicts(scopes("dtfixup_deeper_is_better", one_seed)) == [NO_DATA]
 
 
+def _with_layernorm(data: pd.DataFrame, gain: float) -> pd.DataFrame:
+    """`data` with the same stacks under LayerNorm (prior random, norm pre), their
+    accuracy the standard LayerNorm-free runs' plus `gain`."""
+    ln = data[data["prior"] == "random_noln"].assign(prior="random", norm="pre")
+    return pd.concat([data, ln.assign(test_acc=ln["test_acc"] + gain)], ignore_index=True)
+
+
 def test_dtfixup_trains_deep_where_the_standard_recipe_fails():
-    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.1, 0.0, "diverged"))) == [HOLDS]
-    # Both train: accuracy at the deepest depth decides (0.5 against 0.4).
-    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.1, 0.0))) == [HOLDS]
-    assert verdicts(scopes("dtfixup_trains_deep", _deep(0.0, 0.0))) == [FAILS]
+    (scope,) = scopes("dtfixup_trains_deep", _deep(0.1, 0.0, "diverged"))
+    assert scope.verdict == HOLDS and "standard: 2 of 2 runs diverged" in scope.measurement
+    # The standard recipe trains as well as with LayerNorm: the premise is not shown.
+    (scope,) = scopes("dtfixup_trains_deep", _with_layernorm(_deep(0.1, 0.0), 0.0))
+    assert scope.verdict == UNDECIDED and "premise not shown" in scope.measurement
+    (scope,) = scopes("dtfixup_trains_deep", _deep(0.1, 0.0))  # nothing to compare with
+    assert scope.verdict == UNDECIDED and "no random runs with LayerNorm" in scope.measurement
+    # Below the LayerNorm stack, the standard recipe fails: accuracy decides.
+    assert verdicts(scopes("dtfixup_trains_deep", _with_layernorm(_deep(0.1, 0.0), 0.2))) == [
+        HOLDS]
+    assert verdicts(scopes("dtfixup_trains_deep", _with_layernorm(_deep(-0.1, 0.0), 0.2))) == [
+        FAILS]
+    dt_diverged = _deep(0.1, 0.0, "diverged")
+    dt_diverged.loc[(dt_diverged["prior"] == "dtfixup") & (dt_diverged["size"] == "s"),
+                    "status"] = "diverged"
+    assert verdicts(scopes("dtfixup_trains_deep", dt_diverged)) == [FAILS]
     pre_ln = _deep(0.1, 0.0).assign(norm="pre")  # no LayerNorm-free standard runs
     assert verdicts(scopes("dtfixup_trains_deep", pre_ln)) == [NO_DATA]
+    # Xu et al. speak of transformers: other architectures are not scopes.
+    other = _deep(0.1, 0.0, "diverged").assign(arch="lconv")
+    (scope,) = scopes("dtfixup_trains_deep", other)
+    assert scope.verdict == NO_DATA and scope.scope == "all"
 
 
 # --------------------------------------------------------------------------- statistics
@@ -445,7 +501,7 @@ def test_claims_md_gives_each_claim_one_verdict_and_its_scopes():
     checks = evaluate(data, pd.DataFrame(), n_boot=50)
     text = report.claims_markdown(checks, "synthetic", 0.95, data)
     summary = text.split("## Summary")[1].split("\n## ")[0]
-    assert "| SPT closes most of the Transformer-S4 gap | holds | 1 / 0 / 0 |" in summary
+    assert "| SPT closes most of the Transformer-S4 gap | holds | 1 / 0 / 0 / 0 |" in summary
     assert text.count("- Verdict: **") == len(CLAIMS)
     assert "the claim holds when every scope holds, does not hold when some scope" in text
 

@@ -56,7 +56,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..atomic import write_parquet
-from ..priors import PRIORS, TASK_STAGES
+from ..priors import FINETUNE, PRIORS, TASK_STAGES
 from ..stages import STAGES
 from . import X_AXES
 from .scaling import (
@@ -67,7 +67,7 @@ from .scaling import (
     heldout_prediction,
     transfer_slope,
 )
-from .stats import Strata, expanded_ci, ols
+from .stats import Residuals, expanded_ci, interval_unit
 
 CELL = ["task", "arch", "prior"]
 BUDGETED = ("budgeted runs (grid.budgets): each size ran at several budgets, which a "
@@ -79,7 +79,7 @@ METRICS = ("alpha_U", "alpha_D", "alpha_UD", "alpha_D/alpha_U")
 COLUMNS = [
     "task", "arch", "prior", "metric", "form", "x_axis", "n_runs", "n_failed", "n_diverged",
     "alpha", "alpha_low", "alpha_high", "ci", "coef", "E", "A", "r2", "n_points", "n_sizes",
-    "status",
+    "status", "lack_of_fit_p", "interval_unit", "interval_df", "interval",
 ]
 HELDOUT_COLUMNS = [
     "heldout_size", "heldout_x", "heldout_pred", "heldout_obs", "heldout_rel_error",
@@ -139,60 +139,85 @@ def _usable(runs: pd.DataFrame, y: str, x: str = "x") -> pd.DataFrame:
     return runs[np.isfinite(runs[x]) & np.isfinite(runs[y]) & (runs[x] > 0) & (runs[y] > 0)]
 
 
-def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, n_boot: int, seed: int):
-    """Bootstrap replicates of (alpha_D, alpha_U), paired through the model size.
+def shares_pretraining(runs: pd.DataFrame) -> bool:
+    """Whether some size's finetuned runs share a pretraining checkpoint (fewer
+    distinct `pretrain_seed`s than runs: pretrain.seeds shared): its noise is
+    common to the size's seeds, which their scatter does not show, so the
+    size is the unit of the fit's interval (stats.py)."""
+    tuned = runs[runs["stage"] == FINETUNE]
+    if tuned.empty:
+        return False
+    # Records without the field (written before it) count as one shared pretraining.
+    seeds = (tuned["pretrain_seed"] if "pretrain_seed" in tuned
+             else pd.Series(np.nan, index=tuned.index)).astype(float).fillna(-1.0)
+    per_size = seeds.groupby(tuned["size"].to_numpy())
+    return bool((per_size.nunique() < per_size.size()).any())
+
+
+def _line(runs: pd.DataFrame, y: str, size_noise: bool) -> Residuals | None:
+    """The residual bootstrap of the log-log line of y against x of `runs`, with
+    the unit its fit's interval used; None without residual freedom."""
+    runs = _usable(runs, y).sort_values(["size", "seed"], kind="stable")
+    lx, ly = np.log(runs["x"].to_numpy(float)), np.log(runs[y].to_numpy(float))
+    sizes = runs["size"].to_numpy()
+    unit, _, _ = interval_unit(lx, ly, sizes, size_noise)
+    ids = [f"{size}/{seed}" for size, seed in zip(sizes, runs["seed"], strict=True)]
+    line = Residuals(lx, ly, sizes, unit, ids)
+    return line if line.resamplable else None
+
+
+def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, size_noise: bool, n_boot: int,
+                   seed: int):
+    """Bootstrap replicates of (alpha_D, alpha_U) and their degrees of freedom.
 
     A downstream run finetunes the upstream checkpoint of its size, so the two
     fits share that checkpoint's noise: drawing their replicates independently
-    ignores the correlation and over-covers. Here the downstream runs are
-    resampled within each size (as `fit_loglog` resamples them) and each drawn
-    run brings its upstream partner, the upstream run of its size (of its seed,
-    where the upstream runs have several seeds per size: pretrain.seeds
-    per_seed): both replicates then weight the sizes alike.
+    ignores the correlation and over-covers. Where the two lines redraw the same
+    units (the sizes, with one pretraining per size; or the same size and seed
+    with pretrain.seeds per_seed) one draw of uniforms serves both, so a
+    replicate moves a size's upstream loss and its finetuned error together.
     """
-    up, down = _usable(up, "upstream_loss"), _usable(down, "error")
-    by_size = dict(tuple(up.groupby("size")))
-    down = down[down["size"].isin(list(by_size))]
-    if down.empty:
-        return np.array([]), np.array([])
-    lx_d, ly_d = np.log(down["x"].to_numpy()), np.log(down["error"].to_numpy())
+    line_d, line_u = _line(down, "error", size_noise), _line(up, "upstream_loss", False)
+    if line_d is None or line_u is None:
+        return np.array([]), np.array([]), np.nan
     rng = np.random.default_rng(seed)
-    strata = Strata(down["size"].to_numpy())
-    if not strata.resamplable:
-        return np.array([]), np.array([])
-    idx = strata.indices(rng.random((n_boot, lx_d.size)))
-    # The upstream partner of every downstream run: the upstream run of its size and
-    # seed, or one drawn among that size's runs where no seed matches.
-    rows = []
-    for size, run_seed in zip(down["size"], down["seed"], strict=True):
-        runs = by_size[size]
-        same = runs.index[runs["seed"] == run_seed]
-        rows.append(same[0] if len(same) else runs.index[rng.integers(len(runs))])
-    partner = up.loc[rows]
-    lx_u, ly_u = np.log(partner["x"].to_numpy()), np.log(partner["upstream_loss"].to_numpy())
-    slopes_d, _ = ols(lx_d[idx], strata.rescaled(ly_d, idx))
-    slopes_u, _ = ols(lx_u[idx], strata.rescaled(ly_u, idx))
+    u_d = line_d.uniforms(n_boot, rng)
+    paired = line_u.units.tolist() == line_d.units.tolist()
+    u_u = u_d if paired else line_u.uniforms(n_boot, rng)
+    slopes_d, slopes_u = line_d.replicates(u_d)[0], line_u.replicates(u_u)[0]
     keep = np.isfinite(slopes_u) & np.isfinite(slopes_d) & (slopes_u != 0)
-    return -slopes_d[keep], -slopes_u[keep]
+    return -slopes_d[keep], -slopes_u[keep], min(line_d.df, line_u.df)
 
 
-def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, n_boot, ci, seed) -> dict:
-    """alpha_D / alpha_U with the percentile interval of paired replicates' ratio."""
+def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, size_noise: bool, n_boot, ci,
+           seed) -> dict:
+    """alpha_D / alpha_U with the percentile interval of paired replicates' ratio,
+    t-expanded; none where alpha_U has no interval or one that reaches 0 (the
+    ratio is then unbounded)."""
     n_points = fit_u.n_points + fit_d.n_points
     n_sizes = min(fit_u.n_sizes, fit_d.n_sizes)
     out = {"alpha": np.nan, "alpha_low": np.nan, "alpha_high": np.nan, "coef": np.nan,
-           "E": np.nan, "A": np.nan, "r2": np.nan, "n_points": n_points, "n_sizes": n_sizes}
+           "E": np.nan, "A": np.nan, "r2": np.nan, "n_points": n_points, "n_sizes": n_sizes,
+           "lack_of_fit_p": np.nan, "interval_unit": "", "interval_df": np.nan}
     if fit_u.status != "ok" or fit_d.status != "ok":
         bad = [f"{name}: {f.status}" for name, f in (("alpha_U", fit_u), ("alpha_D", fit_d))
                if f.status != "ok"]
-        return {**out, "status": "; ".join(bad)}
-    low = high = np.nan
-    if n_boot > 0:
-        a_d, a_u = _paired_alphas(up, down, n_boot, seed)
-        df = Strata(_usable(down, "error")["size"].to_numpy()).df
+        return {**out, "status": "; ".join(bad), "interval": "none: a fit refused"}
+    low = high = df = np.nan
+    if not np.isfinite(fit_u.alpha_low):
+        interval = "none: alpha_U has no interval"
+    elif fit_u.alpha_low <= 0 <= fit_u.alpha_high:
+        interval = "none: alpha_U's interval reaches 0"
+    elif n_boot <= 0:
+        interval = "none: n_boot = 0"
+    else:
+        a_d, a_u, df = _paired_alphas(up, down, size_noise, n_boot, seed)
         low, high = expanded_ci(a_d / a_u, ci, df)
+        interval = (f"paired replicates' ratio, {df:g} df" if np.isfinite(low)
+                    else "none: no residual freedom")
     return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
-            "status": "ok"}
+            "status": "ok", "interval_df": df if np.isfinite(low) else np.nan,
+            "interval": interval}
 
 
 def _no_heldout(status: str) -> dict:
@@ -200,7 +225,7 @@ def _no_heldout(status: str) -> dict:
 
 
 def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot: int,
-             ci: float, seed: int) -> dict:
+             ci: float, seed: int, size_noise: bool = False) -> dict:
     """The held-out columns of one law of y against x fitted on the runs `good`:
     its largest size (by parameters) among the points a fit can use is held out; the
     refit needs one size per parameter of the law (it is judged by its prediction)."""
@@ -210,13 +235,13 @@ def _heldout(good: pd.DataFrame, x: str, y: str, form: str = "loglog", *, n_boot
         return _no_heldout("no finished runs")
     return heldout_prediction(
         good[x].to_numpy(), good[y].to_numpy(), good["size"].to_numpy(), order[-1], form=form,
-        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_PARAMS[form],
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=HELDOUT_PARAMS[form], size_noise=size_noise,
     ).as_dict()
 
 
 def _nan_fields(d: dict) -> dict:
     """A fit's dict completed with the columns its form lacks (NaN)."""
-    return {**{k: np.nan for k in ("coef", "E", "A")}, **d}
+    return {**{k: np.nan for k in ("coef", "E", "A", "lack_of_fit_p", "interval_df")}, **d}
 
 
 def fit_study(
@@ -261,23 +286,25 @@ def fit_study(
 
     for (task, arch, prior), cell in tasks.groupby(CELL, sort=True):
         good = cell[cell["status"] == "ok"]
+        shared = shares_pretraining(good)
         f = fit_loglog(good["x"].to_numpy(), good["error"].to_numpy(),
-                       sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
-        held = _heldout(good, "x", "error", n_boot=n_boot, **kw)
+                       sizes=good["size"].to_numpy(), n_boot=n_boot, size_noise=shared, **kw)
+        held = _heldout(good, "x", "error", n_boot=n_boot, size_noise=shared, **kw)
         rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell,
                          _nan_fields(f.as_dict()) | held))
         if not transfers_upstream(prior):
             continue
         t = transfer_slope(good["upstream_loss"].to_numpy(), good["error"].to_numpy(),
-                           sizes=good["size"].to_numpy(), n_boot=n_boot, **kw)
-        held = _heldout(good, "upstream_loss", "error", n_boot=n_boot, **kw)
+                           sizes=good["size"].to_numpy(), n_boot=n_boot, size_noise=shared,
+                           **kw)
+        held = _heldout(good, "upstream_loss", "error", n_boot=n_boot, size_noise=shared, **kw)
         rows.append(_row(task, arch, prior, "alpha_UD", "loglog", "upstream_loss", cell,
                          _nan_fields(t.as_dict()) | held))
         up_good, f_u = loglog_u.get((PRIORS[prior].pretrain, arch), (None, None))
         if f_u is None:
             f_u = fit_loglog([], [], n_boot=0)  # refused: no upstream runs of this arch
             up_good = up.iloc[:0]
-        ratio = _ratio(up_good, good, f_u, f, n_boot, ci, seed)
+        ratio = _ratio(up_good, good, f_u, f, shared, n_boot, ci, seed)
         rows.append(_row(task, arch, prior, "alpha_D/alpha_U", "loglog", x_axis, cell,
                          ratio | _no_heldout("not a law: the ratio of two fits")))
 

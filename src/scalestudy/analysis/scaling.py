@@ -36,11 +36,14 @@ from .stats import (
     Strata,
     clean_labelled,
     expanded_ci,
+    interval_text,
+    interval_unit,
     loglog_replicates,
     ols,
     r2,
     resampled_means,
     stratified,
+    t_interval,
 )
 
 MIN_SIZES = 3
@@ -57,11 +60,15 @@ class PowerLawFit:
     alpha: float  # NaN unless status == "ok"
     coef: float  # NaN unless ok
     r2: float  # R^2 of the log-log regression; NaN unless ok
-    alpha_low: float  # bootstrap CI bounds (percentile); NaN unless ok
+    alpha_low: float  # t interval from the residual bootstrap (stats.py); NaN unless ok
     alpha_high: float
     n_points: int  # finite points used
     n_sizes: int  # distinct sizes among them
     status: str  # "ok" or "not enough sizes: k < 3" style message
+    lack_of_fit_p: float  # the power law's lack-of-fit F test; NaN without replication
+    interval_unit: str  # what its residual bootstrap redraws: "run" or "size" (stats.py)
+    interval_df: float  # the t interval's degrees of freedom; NaN without an interval
+    interval: str  # how the interval was made ("runs resampled, 4 df"), or why none
 
     def predict(self, x) -> np.ndarray:
         return self.coef * np.asarray(x, dtype=float) ** (-self.alpha)
@@ -96,6 +103,7 @@ class SaturatingFit:
     n_points: int
     n_sizes: int
     status: str
+    interval: str  # how the interval was made, or why none
 
     def predict(self, x) -> np.ndarray:
         return self.E + self.A * np.asarray(x, dtype=float) ** (-self.alpha)
@@ -149,7 +157,8 @@ class HeldoutPrediction:
 
 def _refused(cls, n_points: int, n_sizes: int, status: str):
     """A result of `cls` with every coefficient NaN and `status` saying why."""
-    counts = {"n_points": n_points, "n_sizes": n_sizes, "status": status}
+    counts = {"n_points": n_points, "n_sizes": n_sizes, "status": status,
+              "interval": f"none: {status}", "interval_unit": ""}
     return cls(**{f.name: counts.get(f.name, np.nan) for f in fields(cls)})
 
 
@@ -157,14 +166,15 @@ def _refused(cls, n_points: int, n_sizes: int, status: str):
 
 
 def fit_loglog(
-    x, y, sizes=None, *, n_boot=1000, ci=0.95, seed=0, min_sizes=MIN_SIZES
+    x, y, sizes=None, *, n_boot=1000, ci=0.95, seed=0, min_sizes=MIN_SIZES, size_noise=False
 ) -> PowerLawFit:
     """Fit y = coef * x^(-alpha) by ordinary least squares on (log x, log y).
 
     `sizes` labels each point's model size (default: its x); fewer than
-    `min_sizes` distinct sizes refuses. The interval is the percentile bootstrap
-    over runs resampled within each size (stats.py), deterministic given `seed`;
-    NaN when some size has a single run (no within-size spread to resample).
+    `min_sizes` distinct sizes refuses. The interval is the t interval of the
+    residual bootstrap (stats.py), deterministic given `seed`: runs redrawn, or
+    sizes where `size_noise` (a size's runs share one pretraining) or the
+    lack-of-fit test rejects the power law.
     """
     x, y, labels = clean_labelled(x, y, sizes)
     k, n = len(set(labels.tolist())), x.size
@@ -175,10 +185,14 @@ def fit_loglog(
         return _refused(PowerLawFit, n, k, "x does not vary: no slope")
 
     slope, intercept = ols(lx, ly)
-    low = high = np.nan
+    unit, lof_p, why = interval_unit(lx, ly, labels, size_noise)
+    low = high = df = np.nan
+    interval = "none: n_boot = 0"
     if n_boot > 0:
-        boot_slopes, _ = loglog_replicates(lx, ly, n_boot, seed, labels)
-        low, high = expanded_ci(-boot_slopes, ci, Strata(labels).df)  # alpha = -slope
+        boot_slopes, _, df = loglog_replicates(lx, ly, n_boot, seed, labels, unit)
+        low, high = t_interval(float(-slope), -boot_slopes, df, ci)  # alpha = -slope
+        interval = (interval_text(unit, df, why) if np.isfinite(low)
+                    else "none: no residual freedom")
     return PowerLawFit(
         alpha=float(-slope),
         coef=float(np.exp(intercept)),
@@ -188,12 +202,16 @@ def fit_loglog(
         n_points=n,
         n_sizes=k,
         status="ok",
+        lack_of_fit_p=lof_p,
+        interval_unit=unit,
+        interval_df=float(df) if np.isfinite(low) else np.nan,
+        interval=interval,
     )
 
 
 def transfer_slope(
     upstream_loss, downstream_error, sizes=None, *, n_boot=1000, ci=0.95, seed=0,
-    min_sizes=MIN_SIZES,
+    min_sizes=MIN_SIZES, size_noise=False,
 ) -> PowerLawFit:
     """alpha_U,D = d log(downstream error) / d log(upstream loss), across sizes.
 
@@ -204,7 +222,7 @@ def transfer_slope(
     """
     f = fit_loglog(
         upstream_loss, downstream_error, sizes,
-        n_boot=n_boot, ci=ci, seed=seed, min_sizes=min_sizes,
+        n_boot=n_boot, ci=ci, seed=seed, min_sizes=min_sizes, size_noise=size_noise,
     )
     # fit_loglog's alpha is minus the slope: flip it and swap the interval ends.
     flipped = {"alpha": -f.alpha, "alpha_low": -f.alpha_high, "alpha_high": -f.alpha_low}
@@ -409,9 +427,13 @@ def fit_saturating(
     ).x
 
     low = high = np.nan
+    interval = "none: n_boot = 0"
     if n_boot > 0:
         alphas = _saturating_replicates(lx, ly, best, n_boot, seed, delta, labels)[:, -1]
-        low, high = expanded_ci(alphas, ci, Strata(labels).df)
+        df = Strata(labels).df
+        low, high = expanded_ci(alphas, ci, df)
+        interval = (f"runs resampled within sizes, {df} df" if np.isfinite(low)
+                    else "none: a size with a single run")
 
     a, e, alpha = best
     return SaturatingFit(
@@ -424,6 +446,7 @@ def fit_saturating(
         n_points=n,
         n_sizes=k,
         status="ok",
+        interval=interval,
     )
 
 
@@ -435,7 +458,7 @@ HELDOUT_PARAMS = {"loglog": 2, "saturating": 3}  # the parameters of each form's
 
 def heldout_prediction(
     x, y, sizes, heldout: str, *, form="loglog", n_boot=1000, ci=0.95, seed=0, delta=1e-3,
-    min_sizes=MIN_SIZES,
+    min_sizes=MIN_SIZES, size_noise=False,
 ) -> HeldoutPrediction:
     """Fit the law on every size but `heldout`; predict that size and say how well.
 
@@ -447,9 +470,10 @@ def heldout_prediction(
     same ratio over the fit's own bootstrap refits (the training runs resampled as
     the fit's interval resamples them, each refit predicting at the same x), each
     against a resample of the held-out runs' mean: the law's uncertainty and the
-    held-out seeds' noise together (with one seed, the law's alone). A refit
-    through no more runs than the law has parameters interpolates them and gets
-    no interval (NaN bounds).
+    held-out seeds' noise together (with one seed, the law's alone). A log-log
+    refit resamples as `fit_loglog` does (residuals of runs, or of sizes where
+    `size_noise` or its lack of fit says so); a refit through no more units than
+    the law has parameters interpolates them and gets no interval (NaN bounds).
     """
     if form not in HELDOUT_FORMS:
         raise ValueError(f"form: got {form!r}, accepted values: {', '.join(HELDOUT_FORMS)}")
@@ -480,7 +504,8 @@ def heldout_prediction(
     if n_boot > 0 and train.sum() > HELDOUT_PARAMS[form]:
         lx, ly = np.log(x[train]), np.log(y[train])
         if form == "loglog":
-            slopes, intercepts = loglog_replicates(lx, ly, n_boot, seed, labels[train])
+            unit, _, _ = interval_unit(lx, ly, labels[train], size_noise)
+            slopes, intercepts, df = loglog_replicates(lx, ly, n_boot, seed, labels[train], unit)
             preds = np.exp(intercepts + slopes * np.log(x0))
         else:
             # fit_saturating's units: log x centred on its mean over the training points.
@@ -489,8 +514,9 @@ def heldout_prediction(
             a, e, alpha = _saturating_replicates(lx - log_c, ly, best, n_boot, seed, delta,
                                                  labels[train]).T
             preds = np.exp(e) + np.exp(a - alpha * (np.log(x0) - log_c))
+            df = Strata(labels[train]).df
         # The held-out runs are resampled too (seeds), so the interval holds the
         # noise of the observation as well as the law's.
         obs_boot = resampled_means(y[test], np.random.default_rng(seed + 1), preds.size)
-        low, high = expanded_ci(preds / obs_boot - 1, ci, Strata(labels[train]).df)
+        low, high = expanded_ci(preds / obs_boot - 1, ci, df)
     return HeldoutPrediction(heldout, x0, pred, obs, pred / obs - 1, low, high, "ok")

@@ -1,25 +1,30 @@
 """The statistics under every fit: cleaning (x, y) pairs for a log-log fit,
-least squares over a stack of resamples at once, and the percentile
-bootstrap (Efron & Tibshirani 1993, ch. 13). numpy only; used by scaling.py,
-fits.py, the figures' bands and the claims.
+least squares over a stack of resamples at once, the residual bootstrap of a
+log-log line and its t interval, the lack-of-fit test, and the within-size
+bootstrap of the saturating fits and the held-out observations. numpy and
+scipy only; used by scaling.py, fits.py, the figures' bands and the claims.
 
-The fits' bootstrap is stratified by model size: each replicate redraws the
-runs of every size from that size's own runs (seeds), so no replicate loses a
-size, and the design (which sizes, how many runs each) is the study's in every
-replicate. A size's resampled runs deviate from its mean by sqrt(k / (k - 1))
-times the drawn deviation (k its runs): the plain within-size bootstrap
-spreads a size's mean by (k - 1) / k of its variance (half of it with two
-seeds), and the rescaling makes that variance unbiased (the adjustment of
-Davison & Hinkley 1997, ch. 3, for small strata). A size with a single run has
-no within-size spread to draw from, so a fit with one gets no interval.
+**A log-log line's interval** (`Residuals`, `t_interval`) is the classical
+least-squares one computed by a residual bootstrap (Efron & Tibshirani 1993,
+ch. 9): each replicate adds to the fitted line the fit's residuals redrawn
+with replacement, each divided by sqrt(1 - leverage) and centred (Davison &
+Hinkley 1997, alg. 6.3), and the interval is the estimate +- t_df x the
+replicates' standard deviation, df = units - 2. Drawing residuals pools the
+noise of every size (the power law's usual homoscedastic model in log space),
+so the spread rests on n - 2 degrees of freedom and the interval covers at its
+level (tests/analysis: 0.94-0.96 at 3-6 sizes x 1-3 seeds), where resampling
+each size's own seeds rested on a Satterthwaite-like 1-4 and covered 0.90.
+The replicates, not a formula, carry the interval so that differences of two
+fits (paired: the same draws for runs of the same size and seed), the ratio
+alpha_D / alpha_U and the figures' bands come from the same resampling.
 
-With two or three seeds per size that spread is itself estimated from a few
-degrees of freedom (nu = runs - sizes), which a percentile interval ignores:
-measured on 3-6 sizes x 2 seeds, the plain within-size percentile interval at
-95% covered the true slope 0.74-0.86 of the time. `expanded_ci` widens it
-about the replicates' median by t_nu / z (the small-sample expansion of
-Hesterberg 2015's "expanded percentile interval"): coverage then 0.90-0.92 at
-two seeds, 0.92-0.93 with three, 0.96 at 6 sizes x 5 (tests/test_scaling.py).
+**The unit** redrawn is a run, or a size (`SIZE`) when the runs of a size share
+noise that their seeds do not show: one pretraining checkpoint finetuned by
+every seed of a size, or a departure from the power law that the lack-of-fit F
+test (`lack_of_fit_p`) rejects. A size's residual is then its runs' mean
+residual, redrawn for the whole size, and df = sizes - 2: one degree of
+freedom at three sizes, an interval 6.5 times the normal one, which is what
+three points say about a line when their scatter is not the seeds'.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ import numpy as np
 # Index arrays for the bootstrap are (n_boot, n) ints; redraws of degenerate
 # resamples stop after this many rounds (each round redraws only the bad rows).
 MAX_REDRAWS = 1000
+
+RUN, SIZE = "run", "size"  # the units a log-log line's residual bootstrap redraws
+# A lack-of-fit p-value below this makes the size the unit of the interval.
+LACK_OF_FIT_LEVEL = 0.05
 
 
 def clean(x, y, sizes) -> tuple[np.ndarray, np.ndarray, int]:
@@ -84,7 +93,9 @@ def percentile_ci(samples: np.ndarray, ci: float) -> tuple[float, float]:
 
 def expanded_ci(samples: np.ndarray, ci: float, df: float) -> tuple[float, float]:
     """The percentile interval of `samples` at `ci`, each end moved away from the
-    samples' median by t_df / z (module docstring); NaN without samples or df."""
+    samples' median by t_df / z, for statistics that are not linear in the data
+    (a ratio, a relative error), whose percentiles keep their skew; NaN without
+    samples or df (Hesterberg 2015's expanded percentile interval)."""
     from scipy.stats import norm, t
 
     if samples.size == 0 or not df >= 1:
@@ -113,8 +124,13 @@ def ols(lx: np.ndarray, ly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Strata:
-    """The runs of a fit grouped by model size: each run's stratum, and the
-    within-size resampling of `stratified` (module docstring)."""
+    """The runs of a fit grouped by model size, for the within-size bootstrap of
+    the saturating fits and of held-out observations (`stratified`): each
+    replicate redraws every size's runs from that size's own runs, so no
+    replicate loses a size, and a size's resampled runs deviate from its mean by
+    sqrt(k / (k - 1)) times the drawn deviation (k its runs), which makes that
+    variance unbiased (Davison & Hinkley 1997, ch. 3, for small strata). A size
+    with a single run has no spread to draw from."""
 
     def __init__(self, labels):
         labels = np.asarray(labels, dtype=object).ravel()
@@ -151,8 +167,8 @@ class Strata:
 
 
 def stratified(strata: Strata, lx, ly, n_boot: int, rng=None, u=None):
-    """(lx*, ly*) of n_boot within-size resamples (rows), ly rescaled (module
-    docstring); None when some size has a single run. `u` (n_boot, n) uniforms,
+    """(lx*, ly*) of n_boot within-size resamples (rows), ly rescaled (`Strata`);
+    None when some size has a single run. `u` (n_boot, n) uniforms,
     shared between fits to pair them; else drawn from `rng`."""
     if not strata.resamplable or n_boot <= 0:
         return None
@@ -164,8 +180,8 @@ def stratified(strata: Strata, lx, ly, n_boot: int, rng=None, u=None):
 
 def resampled_means(values, rng, n_boot: int) -> np.ndarray:
     """n_boot bootstrap means of `values` (one group's runs), each deviation from
-    the group's mean rescaled by sqrt(k / (k - 1)) as a size's runs are (module
-    docstring): their variance is the unbiased s^2 / k. One value: n_boot copies."""
+    the group's mean rescaled by sqrt(k / (k - 1)) as a size's runs are
+    (`Strata`): their variance is the unbiased s^2 / k. One value: n_boot copies."""
     values = np.asarray(values, dtype=float)
     k = values.size
     drawn = values[rng.integers(0, k, (n_boot, k))].mean(axis=1)
@@ -173,13 +189,127 @@ def resampled_means(values, rng, n_boot: int) -> np.ndarray:
     return mean + (np.sqrt(k / (k - 1)) if k > 1 else 1.0) * (drawn - mean)
 
 
-def loglog_replicates(lx, ly, n_boot: int, seed: int, sizes=None
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Slopes and intercepts of the bootstrap refits behind `fit_loglog`'s interval:
-    runs resampled within each size (`sizes`, each run's label; default its x),
-    empty when some size has a single run."""
-    strata = Strata(lx if sizes is None else sizes)
-    drawn = stratified(strata, lx, ly, n_boot, np.random.default_rng(seed))
-    if drawn is None:
-        return np.array([]), np.array([])
-    return ols(*drawn)
+def t_interval(estimate: float, replicates: np.ndarray, df: float, ci: float
+               ) -> tuple[float, float]:
+    """estimate +- t_df x the replicates' standard deviation; NaN without
+    replicates or degrees of freedom (module docstring)."""
+    from scipy.stats import t
+
+    replicates = np.asarray(replicates, dtype=float)
+    if replicates.size < 2 or not df >= 1:
+        return np.nan, np.nan
+    half = float(t.ppf((1 + ci) / 2, df)) * float(np.std(replicates, ddof=1))
+    return estimate - half, estimate + half
+
+
+def welch_df(variances, dfs) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance
+    estimates, each with its own degrees of freedom."""
+    v, k = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
+    total = float(v.sum())
+    if total == 0:
+        return float(k.min())
+    return total**2 / float(np.sum(v * v / k))
+
+
+def lack_of_fit_p(lx, ly, sizes) -> float:
+    """The p-value of the lack-of-fit F test of the line of ly on lx (Draper &
+    Smith 1998, sec. 2.1): the line against a free level per size (with the
+    line's slope within sizes, where a size's runs differ in x: runs stopped
+    at their plateau), the departure from the line over the scatter left
+    within sizes. NaN with fewer than three sizes or no scatter left."""
+    from scipy.stats import f
+
+    lx, ly = np.asarray(lx, dtype=float), np.asarray(ly, dtype=float)
+    _, codes = np.unique(np.asarray(sizes, dtype=object).astype(str), return_inverse=True)
+    levels = np.eye(codes.max() + 1)[codes]
+    full = np.column_stack([levels, lx])
+    rank = np.linalg.matrix_rank(full)
+    n = lx.size
+    if levels.shape[1] < 3 or n <= rank or rank <= 2:
+        return np.nan
+    slope, intercept = ols(lx, ly)
+    ss_line = float(np.sum((ly - intercept - slope * lx) ** 2))
+    ss_full = float(np.sum((ly - full @ np.linalg.lstsq(full, ly, rcond=None)[0]) ** 2))
+    ss_lack = max(ss_line - ss_full, 0.0)
+    if ss_full == 0:
+        return 0.0 if ss_lack > 0 else 1.0
+    return float(f.sf((ss_lack / (rank - 2)) / (ss_full / (n - rank)), rank - 2, n - rank))
+
+
+def interval_unit(lx, ly, sizes, size_noise: bool = False) -> tuple[str, float, str]:
+    """The unit a line's residual bootstrap redraws (module docstring), the
+    lack-of-fit p-value, and why the unit is the size ("" for runs):
+    `size_noise` says that a size's runs share noise their seeds do not show."""
+    p = lack_of_fit_p(lx, ly, sizes)
+    if size_noise:
+        return SIZE, p, "one pretraining per size"
+    if p < LACK_OF_FIT_LEVEL:
+        return SIZE, p, f"lack of fit p = {p:.2g}"
+    return RUN, p, ""
+
+
+def interval_text(unit: str, df: float, why: str = "") -> str:
+    """How a line's interval was made, for the fits table: 'runs resampled, 4 df'."""
+    text = f"{unit}s resampled, {df:g} df"
+    return f"{text} ({why})" if why else text
+
+
+class Residuals:
+    """The residual bootstrap of the least-squares line of ly on lx (module
+    docstring): the fit, each unit's residual (a run's, or under `SIZE` the mean
+    of a size's runs) scaled by sqrt(1 - leverage) and centred, and replicates
+    that redraw them. `units` labels the units in order (a run's `ids` entry,
+    default its size; a size's name): two fits with the same units drawn with
+    the same uniforms are paired."""
+
+    def __init__(self, lx, ly, sizes=None, unit: str = RUN, ids=None):
+        if unit not in (RUN, SIZE):
+            raise ValueError(f"unit: got {unit!r}, accepted values: {RUN}, {SIZE}")
+        self.lx, self.ly = np.asarray(lx, dtype=float), np.asarray(ly, dtype=float)
+        self.unit = unit
+        self.slope, self.intercept = ols(self.lx, self.ly)
+        self.fitted = self.intercept + self.slope * self.lx
+        labels = np.asarray(self.lx if sizes is None else sizes, dtype=object).astype(str)
+        if unit == RUN:
+            self.codes = np.arange(self.lx.size)
+            self.units = labels if ids is None else np.asarray(ids, dtype=object).astype(str)
+        else:
+            self.units, self.codes = np.unique(labels, return_inverse=True)
+        counts = np.bincount(self.codes).astype(float)
+        ux = np.bincount(self.codes, weights=self.lx) / counts
+        ur = np.bincount(self.codes, weights=self.ly - self.fitted) / counts
+        dx = ux - ux.mean()
+        sxx = float(np.sum(dx * dx))
+        self.df = self.units.size - 2
+        leverage = 1 / ux.size + (dx * dx / sxx if sxx > 0 else 0.0)
+        scaled = ur / np.sqrt(np.clip(1 - leverage, 1e-12, None))
+        self.residuals = scaled - scaled.mean()
+
+    @property
+    def resamplable(self) -> bool:
+        """Some residual freedom: three units or more, x varying."""
+        return self.df >= 1 and np.ptp(self.lx) > 0
+
+    def uniforms(self, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.random((n_boot, self.units.size))
+
+    def replicates(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Slopes and intercepts of the refits of the lines that the uniforms
+        u (n_boot, units) redraw; empty without residual freedom."""
+        if not self.resamplable or len(u) == 0:
+            return np.array([]), np.array([])
+        k = self.units.size
+        drawn = self.residuals[np.minimum((u * k).astype(int), k - 1)]
+        ly = self.fitted + drawn[:, self.codes]
+        return ols(np.broadcast_to(self.lx, ly.shape), ly)
+
+
+def loglog_replicates(lx, ly, n_boot: int, seed: int, sizes=None, unit: str = RUN
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Slopes and intercepts of the bootstrap refits behind `fit_loglog`'s interval
+    (`Residuals` with `unit`, uniforms from `seed`) and their degrees of freedom;
+    empty without residual freedom."""
+    res = Residuals(lx, ly, sizes, unit)
+    slopes, intercepts = res.replicates(res.uniforms(n_boot, np.random.default_rng(seed)))
+    return slopes, intercepts, res.df

@@ -62,11 +62,10 @@ REFERENCE = reference_arch()  # the vanilla transformer (architectures.py)
 UNVERIFIED = "location in the paper unverified"
 ALPHA_RULE = (
     "the log-log exponent of each architecture's runs (x: the fits' axis, training "
-    "compute by default), and the difference of two exponents with a percentile-bootstrap "
-    "interval: runs resampled within each size (no resample loses a size), rescaled and "
-    "t-expanded for few seeds, paired where the two share sizes and seeds "
-    "(analysis/stats.py); no interval with a single run at some size (one seed, or the one "
-    "shared upstream run per size unless pretrain.seeds: per_seed)"
+    "compute by default), and the difference of two exponents with the t interval of the "
+    "residual bootstrap (analysis/stats.py): runs redrawn, or sizes where a size's runs "
+    "share one pretraining or the power law's lack of fit is rejected (then sizes - 2 "
+    "degrees of freedom), paired where the two redraw the same units"
 )
 BUDGETED_CLAIMS = ("only budgeted runs (grid.budgets): this claim compares sizes, and each "
                    "size ran at several budgets; the frontier claims read them")
@@ -113,8 +112,8 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       f"{TAY}; {UNVERIFIED} (recalled as a finding of its introduction and its upstream "
       "scaling figure; not checked against the text)",
       f"alpha_U, {ALPHA_RULE}. Holds when the difference {REFERENCE} minus every other "
-      "architecture lies above 0; does not hold when one does not; not enough data when one "
-      "has no interval",
+      "architecture lies above 0; does not hold when one lies below 0; undecided when one "
+      "straddles 0",
       tay.vanilla_scales_best_upstream, {"reference": REFERENCE}),
     C("performer_albert_scale_poorly",
       "Performer and ALBERT scale worse than the vanilla Transformer",
@@ -129,10 +128,12 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "between Transformers and state space models'; vanilla Transformers match S4 on Long "
       "Range Arena when pretrained); section: the authors' README lays out LRA pretraining "
       "and finetuning as sections 3.1-3.5, the table's number unverified",
-      f"per task, gap = s4 minus transformer, {ACCURACY_RULE}. Holds when the gap under "
-      "random init lies above 0 (the premise: a gap to close) and SPT closes most of it: "
-      "the gap under spt below half the gap under random (the interval of half the random "
-      "gap minus the spt gap above 0); the measurement says how much of it closes",
+      f"per task, gap = s4 minus transformer, {ACCURACY_RULE}. Needs finished runs of s4 "
+      "and transformer under random and spt (else not enough data, naming them). Premise: "
+      "the gap under random init lies above 0 (a gap to close; where it is not shown the "
+      "claim is undecided, not refuted). Then holds when SPT closes most of it: the "
+      "interval of half the random gap minus the spt gap above 0; does not hold when it "
+      "lies below 0; the measurement says how much of the gap closes",
       amos.gap_closes,
       {"first": "s4", "second": "transformer", "treatment": "spt", "control": "random"}),
     C("spt_beats_matched",
@@ -149,12 +150,16 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "deep transformers can carry over to challenging tasks with small datasets'; 48 "
       "layers trained); LayerNorm-free, without warm-up: the method's own sections, "
       "unverified",
-      "per task and architecture, at the deepest depth with both dtfixup runs and "
-      "LayerNorm-free runs of the standard initialisation (prior random_noln, or random "
-      "with train.norm: none): does not hold if a dtfixup run diverged or failed; holds if "
-      "every dtfixup run finished and every standard run diverged or failed; otherwise "
-      f"dtfixup minus standard, {ACCURACY_RULE}, above 0",
-      xu.trains_deep, {"treatment": "dtfixup", "standard": ("random_noln", "random")}),
+      "per task, on the transformer (the architecture the paper trains), at the deepest "
+      "depth with both dtfixup runs and LayerNorm-free runs of the standard initialisation "
+      "(prior random_noln, or random with train.norm: none). Premise: the standard recipe "
+      "fails there: half its runs or more diverged or failed, or its accuracy lies below "
+      f"the same stack with LayerNorm (random), {ACCURACY_RULE}, below 0; where not shown "
+      "the claim is undecided. Then does not hold if a dtfixup run diverged or failed; "
+      "holds if every dtfixup run finished and every standard run diverged or failed; "
+      "otherwise dtfixup minus standard above 0 (below 0: does not hold)",
+      xu.trains_deep, {"treatment": "dtfixup", "standard": ("random_noln", "random"),
+                       "normed": "random", "archs": (REFERENCE,)}),
     C("switch_transfers_best",
       "Switch has the highest alpha_U,D",
       f"{TAY}; {UNVERIFIED} (recalled from its comparison of downstream against upstream "
@@ -171,7 +176,9 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "grid, sizes ordered by parameters. Holds in a scope when the two leaders differ and "
       "each is ahead of every other architecture at its size (Welch's one-sided test of "
       "each difference, two runs per cell), at the study's level divided by the number of "
-      "scopes judged (Bonferroni). A ranking that changes only among the followers, or "
+      "scopes judged (Bonferroni); does not hold in a scope when one architecture leads at "
+      "both sizes, ahead of every other at each by the same test; otherwise undecided. A "
+      "ranking that changes only among the followers, or "
       "leaders within the noise of each other, does not hold. The measurement gives the "
       "two leaders' differences and the pairs that cross with both differences outside "
       "their intervals",
@@ -191,29 +198,31 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "GLU and MoS scale like the Transformer",
       f"{TAY}; {UNVERIFIED} (recalled from its summary of findings: the models closest to "
       "the vanilla Transformer scale like it)",
-      f"upstream alpha_U and per task alpha_D (upstream prior), {ALPHA_RULE}. An "
-      "equivalence rule (two one-sided tests): holds when the interval of the variant's "
-      f"exponent minus {REFERENCE}'s lies within +-25% of {REFERENCE}'s exponent; not "
-      "enough data when the interval is wider than that band (it could not show "
-      "equivalence) or missing; does not hold otherwise",
+      f"upstream alpha_U and per task alpha_D (upstream prior), {ALPHA_RULE}. Premise: "
+      f"{REFERENCE}'s exponent above 0 (else undecided). Equivalence by two one-sided "
+      "tests on bootstrapped contrasts, the margin's noise included: holds when both "
+      f"variant - 0.75 x {REFERENCE} and 1.25 x {REFERENCE} - variant lie above 0; does "
+      "not hold when one lies below 0; otherwise undecided",
       tay.scale_like_reference,
       {"archs": ("glu", "mos"), "reference": REFERENCE, "prior": "upstream", "margin": 0.25}),
     C("flat_or_negative_downstream",
       "Mixer, Performer and ALBERT scale flat or negatively downstream",
       f"{TAY}; {UNVERIFIED} (recalled from its summary of findings and downstream results)",
-      f"per task, alpha_D (upstream prior), {ALPHA_RULE}. Against the transformer: holds "
-      f"only where {REFERENCE}'s own alpha_D interval lies above 0 (it scales here), the "
-      f"architecture's exponent minus {REFERENCE}'s lies below 0, and the architecture's "
-      "own interval reaches 0 or below; does not hold when one of these is not shown",
+      f"per task, alpha_D (upstream prior), {ALPHA_RULE}. Premise: {REFERENCE}'s own "
+      "alpha_D above 0 (it scales here; else undecided). Flat: the architecture's exponent "
+      f"below a quarter of {REFERENCE}'s, the bootstrapped contrast 0.25 x {REFERENCE} - "
+      "architecture above 0 (holds); below 0 does not hold; otherwise undecided",
       tay.flat_or_negative,
-      {"archs": ("mixer", "performer", "albert"), "reference": REFERENCE, "prior": "upstream"}),
+      {"archs": ("mixer", "performer", "albert"), "reference": REFERENCE, "prior": "upstream",
+       "margin": 0.25}),
     C("spt_beats_random_every_size",
       "SPT beats random init at every model size",
       f"{AMOS}; {UNVERIFIED} (the abstract reports gains across architectures, not "
       "per model size)",
       "per task and architecture, at each size of the grid: spt minus random test accuracy "
       "with Welch's interval (two runs per cell). Holds when the interval lies above 0 at "
-      "every size; does not hold when at some size it does not; otherwise not enough data",
+      "every size; does not hold when at some size it lies below 0; otherwise undecided "
+      "(not enough data where a size lacks runs)",
       amos.beats_control_every_size, {"treatment": "spt", "control": "random"}),
     C("structure_redundant_under_spt",
       "SPT makes the structured S4 parameterisation mostly redundant",
@@ -221,11 +230,12 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "the presence of data-driven initialization obtained through pretraining'); section "
       "unverified. Its unstructured model is the diagonal linear RNN of the authors' "
       "repository (configs/model/layer/dlr.yaml): `dlr` here",
-      f"per task, gap = s4 (S4D-Lin) minus dlr (unstructured), {ACCURACY_RULE}. Holds when "
-      "the gap under random init lies above 0 (the premise: structure helps from scratch) "
-      "and SPT makes it mostly redundant: the gap under spt below half the gap under random "
-      "(the interval of half the random gap minus the spt gap above 0); the measurement "
-      "says how much of the gap closes",
+      f"per task, gap = s4 (S4D-Lin) minus dlr (unstructured), {ACCURACY_RULE}. Needs "
+      "finished runs of s4 and dlr under random and spt (else not enough data). Premise: "
+      "the gap under random init above 0 (structure helps from scratch; else undecided). "
+      "Then holds when SPT makes it mostly redundant: the interval of half the random gap "
+      "minus the spt gap above 0; below 0 does not hold; the measurement says how much of "
+      "the gap closes",
       amos.gap_closes,
       {"first": "s4", "second": "dlr", "treatment": "spt", "control": "random"}),
     C("spt_works_with_both_objectives",
@@ -246,15 +256,16 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       f"{XU}, abstract ('increasing depth can help improve generalization on small datasets "
       "for hard cases that require reasoning and structural understanding'); the standard "
       "recipe's failure with depth: the paper's experiments, section unverified",
-      "per task and architecture, at the width with most depths that have both dtfixup and "
+      "per task, on the transformer, at the width with most depths that have both dtfixup and "
       "standard LayerNorm-free runs (random_noln, or random with train.norm none; e.g. the "
       "depth protocol), shallowest and deepest of those depths: rise = accuracy at the "
       "deepest minus at the shallowest, Welch's interval (two runs per cell). Holds when "
       "dtfixup's rise lies above 0 and the standard recipe degrades (its rise below 0) or "
       "fails (every standard run at the deepest depth diverged or failed); does not hold "
-      "when dtfixup's rise does not lie above 0, dtfixup fails at the deepest depth, or the "
-      "standard recipe neither degrades nor fails; otherwise not enough data",
-      xu.deeper_is_better, {"treatment": "dtfixup", "standard": ("random_noln", "random")}),
+      "when dtfixup's rise lies below 0, every dtfixup run at the deepest depth failed, or "
+      "the standard recipe's rise lies above 0; otherwise undecided",
+      xu.deeper_is_better, {"treatment": "dtfixup", "standard": ("random_noln", "random"),
+                            "archs": (REFERENCE,)}),
     C("frontier_ranking_changes",
       "The architectures' ranking at compute-optimal allocation differs from their ranking "
       "at a fixed training length",
@@ -268,7 +279,8 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "budget's steps there) and at each one's loss-minimising size at that budget. Holds "
       "when some pair is ordered one way at the fixed length and the other way "
       "compute-optimally, both intervals excluding 0; does not hold when every pair is "
-      "ordered the same way in both; otherwise not enough data (one seed, or no budgets)",
+      "ordered the same way in both; otherwise undecided (not enough data: one seed, or no "
+      "budgets)",
       frontier.ranking_changes, {}, ANY, on_budgets=True),
     C("frontier_exponent_differs",
       f"An architecture's compute-optimal size grows with compute at a different rate than "
@@ -284,8 +296,9 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "from the two fits' bootstrap replicates (runs resampled within each budget; with "
       "one seed this resamples sizes, not seeds), at the study's level divided by the "
       "number of architectures compared (Bonferroni). Holds when some difference's "
-      "interval excludes 0; does not hold when every one includes 0; not enough data "
-      "when a fit is missing (fewer than three budgets with a bracketed vertex)",
+      "interval excludes 0; undecided when every one includes 0 (no equivalence margin "
+      "is stated); not enough data when a fit is missing (fewer than three budgets with "
+      "a bracketed vertex)",
       frontier.exponent_differs, {"reference": REFERENCE}, ANY, on_budgets=True),
 ])
 

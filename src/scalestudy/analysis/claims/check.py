@@ -13,8 +13,12 @@ import pandas as pd
 from ...architectures import ARCHITECTURES
 from .. import X_AXES
 
-HOLDS, FAILS, NO_DATA = "holds", "does not hold", "not enough data"
-VERDICTS = (HOLDS, FAILS, NO_DATA)
+HOLDS, FAILS, UNDECIDED, NO_DATA = "holds", "does not hold", "undecided", "not enough data"
+# holds: the evidence for it clears its bound; does not hold: evidence against it
+# (its interval on the wrong side of the bound); undecided: the interval straddles
+# the bound, or the claim's premise is not shown; not enough data: runs it needs
+# are missing (named).
+VERDICTS = (HOLDS, FAILS, UNDECIDED, NO_DATA)
 
 TAY = "Tay et al. 2022 (arXiv:2207.10551)"
 AMOS = "Amos et al. 2023 (ICLR 2024, arXiv:2310.02980)"
@@ -24,11 +28,13 @@ XU = "Xu et al. 2021 (ACL 2021, arXiv:2012.15355)"
 EVERY, ANY = "every", "any"
 COMBINE_RULES = {
     EVERY: "the claim holds when every scope holds, does not hold when some scope does "
-           "not, and otherwise has not enough data (an intersection-union test: with no "
-           "effect anywhere it holds at most as often as one scope would)",
+           "not, is undecided when some scope is, and otherwise has not enough data (an "
+           "intersection-union test: with no effect anywhere it holds at most as often as "
+           "one scope would)",
     ANY: "the claim holds when some scope holds, each judged at the Bonferroni level (the "
-         "study's level divided by the number of scopes judged); it does not hold when "
-         "some scope was judged and none holds; otherwise not enough data",
+         "study's level divided by the number of scopes judged); otherwise it is undecided "
+         "when some scope is, does not hold when some scope does not, and otherwise has not "
+         "enough data",
 }
 
 
@@ -65,11 +71,14 @@ def combine(verdicts: list[str], how: str) -> str:
     if how == EVERY:
         if FAILS in verdicts:
             return FAILS
-        return HOLDS if verdicts and all(v == HOLDS for v in verdicts) else NO_DATA
-    if how == ANY:
-        if HOLDS in verdicts:
+        if verdicts and all(v == HOLDS for v in verdicts):
             return HOLDS
-        return FAILS if FAILS in verdicts else NO_DATA
+        return UNDECIDED if UNDECIDED in verdicts else NO_DATA
+    if how == ANY:
+        for verdict in (HOLDS, UNDECIDED, FAILS):
+            if verdict in verdicts:
+                return verdict
+        return NO_DATA
     raise ValueError(f"combine: got {how!r}, accepted values: {', '.join(COMBINE_RULES)}")
 
 
@@ -135,25 +144,39 @@ def ok(d: dict) -> bool:
 
 
 def above(d: dict, bound: float = 0.0) -> str:
-    """HOLDS when the statistic's interval lies above `bound`, FAILS when it
-    does not, NO_DATA without an interval."""
+    """HOLDS when the statistic's interval lies above `bound`, FAILS when it lies
+    below, UNDECIDED when it straddles it, NO_DATA without an interval."""
     if not ok(d):
         return NO_DATA
-    return HOLDS if d["low"] > bound else FAILS
+    return HOLDS if d["low"] > bound else FAILS if d["high"] < bound else UNDECIDED
 
 
 def below(d: dict, bound: float = 0.0) -> str:
+    """`above` mirrored: HOLDS when the interval lies below `bound`."""
     if not ok(d):
         return NO_DATA
-    return HOLDS if d["high"] < bound else FAILS
+    return HOLDS if d["high"] < bound else FAILS if d["low"] > bound else UNDECIDED
 
 
 def all_of(*verdicts: str) -> str:
-    """Conditions that must all hold (any failing: FAILS; else any without
-    data: NO_DATA)."""
-    if FAILS in verdicts:
-        return FAILS
-    return NO_DATA if NO_DATA in verdicts else HOLDS
+    """Conditions that must all hold: any failing gives FAILS; else any without
+    data NO_DATA; else any undecided UNDECIDED."""
+    for verdict in (FAILS, NO_DATA, UNDECIDED):
+        if verdict in verdicts:
+            return verdict
+    return HOLDS
+
+
+PREMISE_NOT_SHOWN = "premise not shown"
+
+
+def given(premise: str, verdict: str) -> str:
+    """A claim's verdict when it is judged only where its premise holds: a
+    premise without data leaves not enough data, a premise not shown (or shown
+    false) leaves the claim undecided, never refuted by it."""
+    if premise == NO_DATA:
+        return NO_DATA
+    return verdict if premise == HOLDS else UNDECIDED
 
 
 def by_task_arch(runs: pd.DataFrame):

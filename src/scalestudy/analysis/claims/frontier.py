@@ -42,7 +42,7 @@ from ...architectures import ARCHITECTURES
 from ..frontier import frontier
 from ..frontier_study import fit_table, study_table
 from ..stats import percentile_ci
-from .check import FAILS, HOLDS, NO_DATA, Scope, Study, fmt, ok, stat_text
+from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Scope, Study, fmt, ok, stat_text
 from .stats import mean_difference
 
 
@@ -87,7 +87,7 @@ def _scope(at: pd.DataFrame, archs: list[str], scope: str, ci: float) -> Scope:
     fixed_size = max(common, key=lambda s: by_size[archs[0]].loc[
         by_size[archs[0]]["size"] == s, "params"].iloc[0])
     optimal = {a: r.groupby("size")["loss"].mean().idxmin() for a, r in by_size.items()}
-    texts, flips, same = [], [], []
+    texts, flips, same, judged = [], [], [], []
     for a, b in itertools.combinations(archs, 2):
         ra, rb = by_size[a], by_size[b]
         fixed = mean_difference(ra.loc[ra["size"] == fixed_size, "loss"],
@@ -96,18 +96,21 @@ def _scope(at: pd.DataFrame, archs: list[str], scope: str, ci: float) -> Scope:
                                rb.loc[rb["size"] == optimal[b], "loss"], ci=ci)
         texts.append(f"{stat_text(fixed, f'{a} - {b} at size {fixed_size}')}; "
                      f"{stat_text(best, f'{a} ({optimal[a]}) - {b} ({optimal[b]}) optimal')}")
+        judged.append(ok(fixed) and ok(best))
         f, o = _order(fixed), _order(best)
         flips.append(f * o == -1)
         same.append(f * o == 1)
-    verdict = HOLDS if any(flips) else FAILS if all(same) else NO_DATA
+    verdict = (HOLDS if any(flips) else FAILS if all(same)
+               else UNDECIDED if all(judged) else NO_DATA)
     return Scope(scope, " | ".join(texts), verdict)
 
 
 def exponent_differs(study: Study, reference: str, method: str = "approach2") -> list[Scope]:
     """Per prior (and task) and architecture other than `reference`: holds when
     a minus the reference's a has an interval excluding 0 (at the Bonferroni
-    level over the architectures compared), does not hold when it includes 0,
-    not enough data when either fit is missing."""
+    level over the architectures compared), undecided when it includes 0 (no
+    equivalence margin is stated, so nothing here shows the rates equal), not
+    enough data when either fit is missing."""
     table = fit_table(study.runs)
     if table.empty:
         return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
@@ -139,6 +142,6 @@ def exponent_differs(study: Study, reference: str, method: str = "approach2") ->
         low, high = percentile_ci(diff, ci)
         d = {"estimate": rows[0]["a"] - rows[1]["a"], "low": low, "high": high, "status": "ok"}
         texts.append(stat_text(d, f"a({arch}) - a({reference}) at {ci:.4g}"))
-        verdict = HOLDS if (low > 0 or high < 0) else FAILS
+        verdict = HOLDS if (low > 0 or high < 0) else UNDECIDED
         out.append(Scope(scope, "; ".join(texts), verdict))
     return out

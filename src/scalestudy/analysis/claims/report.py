@@ -9,7 +9,7 @@ import pandas as pd
 
 from ...records import STATUSES
 from ..tables import markdown
-from .check import COMBINE_RULES, FAILS, HOLDS, NO_DATA, VERDICTS
+from .check import COMBINE_RULES, VERDICTS
 
 
 def runs_markdown(runs: pd.DataFrame) -> list[str]:
@@ -72,19 +72,22 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
     decision rule, verdict and scopes."""
     title = f"# Claims checked on study {study}" if study else "# Claims checked"
     out = [title, "",
-           f"Intervals are at the {ci:.0%} level. Each claim is judged per scope (**{HOLDS}**, "
-           f"**{FAILS}**, **{NO_DATA}**) by the decision rule printed with it (fixed in "
-           "src/scalestudy/analysis/claims/ before any study is read), and its scopes make "
-           "its own verdict by the rule given with it. docs/analysis.md explains each "
-           "measurement.", "", "## Summary", ""]
+           f"Intervals are at the {ci:.0%} level. Each claim is judged per scope by the "
+           "decision rule printed with it (fixed in src/scalestudy/analysis/claims/ before "
+           "any study is read): **holds** (the evidence for it clears its bound), **does not "
+           "hold** (evidence against it: its interval on the wrong side), **undecided** (the "
+           "interval straddles the bound, or the claim's premise is not shown), **not enough "
+           "data** (runs the rule needs are missing, named). Its scopes make its own verdict "
+           "by the rule given with it. docs/analysis.md explains each measurement.", "",
+           "## Summary", ""]
     counts = (checks.groupby("claim", sort=False)["verdict"].value_counts().unstack()
               .reindex(columns=list(VERDICTS)).fillna(0).astype(int))
     first = checks.groupby("claim", sort=False).first()
     summary = pd.DataFrame({
         "claim": counts.index, "verdict": first.loc[counts.index, "claim_verdict"].to_numpy(),
-        "scopes": [f"{h} / {f} / {n}" for h, f, n in counts.to_numpy()]})
+        "scopes": [" / ".join(str(c) for c in row) for row in counts.to_numpy()]})
     out += [markdown(summary.rename(columns={
-        "scopes": f"scopes: {HOLDS} / {FAILS} / {NO_DATA}"})), ""]
+        "scopes": "scopes: " + " / ".join(VERDICTS)})), ""]
     out += runs_markdown(runs) if runs is not None else []
     for claim, g in checks.groupby("claim", sort=False):
         how = g["combine"].iloc[0]

@@ -11,9 +11,11 @@ status) with an interval at the study's level:
   normal noise), and resampling sizes instead treats the grid's sizes as a
   sample of sizes;
 - `alpha` and `alpha_difference`: a log-log scaling exponent, and the
-  difference of two architectures' exponents, from their runs resampled
-  within each size (analysis/stats.py: rescaled, t-expanded), paired where
-  the two share sizes and seeds (the same seeds drawn for both);
+  difference of two architectures' exponents, with the t interval of the
+  residual bootstrap (analysis/stats.py: runs or sizes redrawn, as the fit
+  stage does), paired where the two lines redraw the same units (the same
+  draws for both; degrees of freedom the smaller of the two), else
+  independent draws with Welch-Satterthwaite degrees of freedom;
 - `leader_change`: whether the best architecture at the smallest size is
   another than at the largest: each leader ahead of every other architecture
   at its size (Welch, one-sided).
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..fits import MIN_SIZES, size_order, x_values
+from ..fits import MIN_SIZES, shares_pretraining, size_order, x_values
 from ..scaling import fit_loglog, transfer_slope
-from ..stats import Strata, expanded_ci, ols, stratified
+from ..stats import Residuals, interval_unit, t_interval, welch_df
 
 
 def _result(estimate=np.nan, low=np.nan, high=np.nan, status="ok", **more) -> dict:
@@ -123,7 +125,11 @@ class Law:
         x, y = x.astype(float).to_numpy(), runs[self.y].astype(float).to_numpy()
         keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
         return pd.DataFrame({"size": runs["size"].to_numpy()[keep],
-                             "seed": runs["seed"].to_numpy()[keep], "x": x[keep], "y": y[keep],
+                             "seed": runs["seed"].to_numpy()[keep],
+                             "stage": runs["stage"].to_numpy()[keep],
+                             "pretrain_seed": runs.get("pretrain_seed", pd.Series(
+                                 np.nan, index=runs.index)).to_numpy()[keep],
+                             "x": x[keep], "y": y[keep],
                              "lx": np.log(x[keep]), "ly": np.log(y[keep])})
 
     def cells(self, runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -131,24 +137,19 @@ class Law:
         return {arch: self.points(g) for arch, g in runs.groupby("arch", sort=False)}
 
 
-def _slope_replicates(pts: pd.DataFrame, n_boot: int, u) -> tuple[np.ndarray, int]:
-    strata = Strata(pts["size"].to_numpy())
-    drawn = stratified(strata, pts["lx"].to_numpy(), pts["ly"].to_numpy(), n_boot, u=u)
-    return (np.array([]) if drawn is None else ols(*drawn)[0]), strata.df
+def _line(pts: pd.DataFrame) -> Residuals:
+    """The residual bootstrap of a cell's points (sorted by size and seed), with
+    the unit the fit stage's interval uses for them."""
+    lx, ly, sizes = pts["lx"].to_numpy(), pts["ly"].to_numpy(), pts["size"].to_numpy()
+    unit, _, _ = interval_unit(lx, ly, sizes, shares_pretraining(pts))
+    ids = [f"{size}/{seed}" for size, seed in zip(sizes, pts["seed"], strict=True)]
+    return Residuals(lx, ly, sizes, unit, ids)
 
 
 def _why_not(pts: pd.DataFrame, name: str) -> str | None:
     """Why a cell's points give no exponent (too few sizes), or none."""
     k = pts["size"].nunique()
     return f"{name}: not enough sizes: {k} < {MIN_SIZES}" if k < MIN_SIZES else None
-
-
-def _no_interval(pts: pd.DataFrame, name: str) -> str | None:
-    counts = pts["size"].value_counts()
-    at = pts[pts["size"].isin(counts.index[counts < 2])]
-    single = list(at.groupby("size")["x"].mean().sort_values().index)  # smallest first
-    return (f"no interval: {name} has a single run at {', '.join(single)} (the bootstrap "
-            "resamples runs within each size)") if single else None
 
 
 def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = 1000, ci: float = 0.95,
@@ -161,36 +162,40 @@ def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = 1000, ci: flo
         return _result(status=why)
     fit = (fit_loglog if law.sign < 0 else transfer_slope)(
         pts["x"].to_numpy(), pts["y"].to_numpy(), pts["size"].to_numpy(), n_boot=n_boot,
-        ci=ci, seed=seed)
-    why = _no_interval(pts, name) or ("no interval: n_boot = 0" if n_boot <= 0 else None)
+        ci=ci, seed=seed, size_noise=shares_pretraining(pts))
+    why = "no interval: n_boot = 0" if n_boot <= 0 else None
     return _result(fit.alpha, fit.alpha_low, fit.alpha_high, status=why or "ok")
 
 
 def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[str, str], *,
-                     n_boot: int = 1000, ci: float = 0.95, seed: int = 0) -> dict:
-    """alpha(a) - alpha(b) of two cells' points, with the percentile interval of
-    the replicates' difference, t-expanded (analysis/stats.py) by the smaller of
-    the two cells' within-size degrees of freedom. Paired (`paired` True) when
-    the two cells have runs of the same (size, seed) pairs: one draw of seeds
-    serves both."""
+                     weights: tuple[float, float] = (1.0, -1.0), n_boot: int = 1000,
+                     ci: float = 0.95, seed: int = 0) -> dict:
+    """alpha(a) - alpha(b) of two cells' points (or w_a alpha(a) + w_b alpha(b)
+    with `weights`: a margin relative to b's exponent, estimated alongside), with
+    the t interval of the replicates' contrast (analysis/stats.py). Paired (`paired` True) when the
+    two lines redraw the same units (runs of the same sizes and seeds, or the
+    same sizes): one draw serves both and the degrees of freedom are the
+    smaller of the two; otherwise independent draws and Welch-Satterthwaite
+    degrees of freedom."""
     why = _why_not(pa, names[0]) or _why_not(pb, names[1])
     if why:
         return _result(status=why, paired=False)
     pa, pb = (p.sort_values(["size", "seed"], kind="stable") for p in (pa, pb))
-    slopes = [float(ols(p["lx"].to_numpy(), p["ly"].to_numpy())[0]) for p in (pa, pb)]
-    est = law.sign * (slopes[0] - slopes[1])
-    paired = (len(pa) == len(pb) and (pa["size"].to_numpy() == pb["size"].to_numpy()).all()
-              and (pa["seed"].to_numpy() == pb["seed"].to_numpy()).all())
-    why = (_no_interval(pa, names[0]) or _no_interval(pb, names[1])
-           or ("no interval: n_boot = 0" if n_boot <= 0 else None))
-    if why:
-        return _result(est, status=why, paired=paired)
+    la, lb = _line(pa), _line(pb)
+    wa, wb = weights
+    est = law.sign * (wa * la.slope + wb * lb.slope)
+    paired = la.units.tolist() == lb.units.tolist()
+    if n_boot <= 0:
+        return _result(est, status="no interval: n_boot = 0", paired=paired)
     rng = np.random.default_rng(seed)
-    u = rng.random((n_boot, len(pa)))
-    sa, df_a = _slope_replicates(pa, n_boot, u)
-    sb, df_b = _slope_replicates(pb, n_boot, u if paired else rng.random((n_boot, len(pb))))
-    low, high = expanded_ci(law.sign * (sa - sb), ci, min(df_a, df_b))
-    return _result(est, low, high, paired=paired)
+    u = la.uniforms(n_boot, rng)
+    sa, sb = la.replicates(u)[0], lb.replicates(u if paired else lb.uniforms(n_boot, rng))[0]
+    if sa.size < 2 or sb.size < 2:
+        return _result(est, status="no interval: no residual freedom", paired=paired)
+    df = (min(la.df, lb.df) if paired
+          else welch_df([wa * wa * sa.var(ddof=1), wb * wb * sb.var(ddof=1)], [la.df, lb.df]))
+    low, high = t_interval(est, law.sign * (wa * sa + wb * sb), df, ci)
+    return _result(est, low, high, paired=paired, df=df)
 
 
 # --------------------------------------------------------------------------- rankings
@@ -206,25 +211,31 @@ def leader_change(small: list[np.ndarray], large: list[np.ndarray], *, ci: float
     at the smallest size and L_l of every other at the largest, each by Welch's
     one-sided test at level a (`ahead(a)`: an intersection-union test, so a
     ranking that changes among near-tied followers, or a leader chosen by noise
-    among tied ones, does not pass). Returns the leaders, the two leaders'
-    differences at each size (at the study's level), and `ahead`.
+    among tied ones, does not pass). The evidence against a change (`stays(a)`):
+    one architecture leads at both sizes, ahead of every other at each by the
+    same test. Returns the leaders, the two leaders' differences at each size
+    (at the study's level), `ahead` and `stays`.
     """
     m_s, m_l = np.array([g.mean() for g in small]), np.array([g.mean() for g in large])
     lead_s, lead_l = int(m_s.argmax()), int(m_l.argmax())
     others_s = [j for j in range(len(small)) if j != lead_s]
     others_l = [j for j in range(len(large)) if j != lead_l]
 
-    def ahead(level: float) -> bool:
-        if lead_s == lead_l:
-            return False
+    def leads(level: float) -> bool:
         pairs = ([(small[lead_s], small[j]) for j in others_s]
                  + [(large[lead_l], large[j]) for j in others_l])
         return all(welch([(x, 1.0, "a"), (y, -1.0, "b")], 1 - 2 * level)["low"] > 0
                    for x, y in pairs)
 
+    def ahead(level: float) -> bool:
+        return lead_s != lead_l and leads(level)
+
+    def stays(level: float) -> bool:
+        return lead_s == lead_l and leads(level)
+
     single = min(g.size for g in small + large) < 2
     return _result(
         status="no interval: a single run in some architecture x size cell" if single else "ok",
-        leaders=(lead_s, lead_l), ahead=ahead,
+        leaders=(lead_s, lead_l), ahead=ahead, stays=stays,
         d_small=welch([(small[lead_s], 1.0, "a"), (small[lead_l], -1.0, "b")], ci),
         d_large=welch([(large[lead_l], 1.0, "a"), (large[lead_s], -1.0, "b")], ci))

@@ -6,7 +6,6 @@ about are its parameters (the claim registry's entry, claims/__init__.py).
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ...architectures import ARCHITECTURES
@@ -15,6 +14,8 @@ from .check import (
     FAILS,
     HOLDS,
     NO_DATA,
+    PREMISE_NOT_SHOWN,
+    UNDECIDED,
     Scope,
     Study,
     above,
@@ -22,6 +23,7 @@ from .check import (
     below,
     by_task_arch,
     finished,
+    given,
     ok,
     stat_text,
     stats_text,
@@ -155,10 +157,12 @@ def best_arch_changes_with_scale(study: Study) -> list[Scope]:
         if change is None:
             out.append(Scope(scope, text, NO_DATA))
             continue
-        shown = change["ahead"](level)
+        shown, stays = change["ahead"](level), change["stays"](level)
         text += (f"; each leader ahead of every other architecture at its size (one-sided "
-                 f"{level:.4f}, {m} scope(s)): {'yes' if shown else 'no'}")
-        out.append(Scope(scope, text, HOLDS if shown else FAILS))
+                 f"{level:.4f}, {m} scope(s)): {'yes' if shown or stays else 'no'}")
+        if stays:
+            text += f" ({lead_s} leads at both sizes)"
+        out.append(Scope(scope, text, HOLDS if shown else FAILS if stays else UNDECIDED))
     return out
 
 
@@ -209,34 +213,41 @@ def depth_beats_width(study: Study, *, archs: tuple[str, ...],
     return out
 
 
+def _reference_scales(study: Study, cells, law: Law, reference: str) -> tuple[dict, str]:
+    """The premise of a claim relative to the reference's exponent: that
+    exponent's interval lies above 0 (it scales here)."""
+    ref = alpha(cells[reference], law, reference, **study.boot)
+    return ref, above(ref)
+
+
 def scale_like_reference(study: Study, *, archs: tuple[str, ...], reference: str,
                          prior: str, margin: float) -> list[Scope]:
+    """Equivalence by two one-sided tests on bootstrapped contrasts: the
+    variant's exponent above (1 - margin) x the reference's and below
+    (1 + margin) x it, both estimated (the margin's noise included). Premise:
+    the reference scales (its exponent above 0)."""
     out = []
     for arch, scope, law, cells, missing in _each_against(study, archs, reference, prior):
         if missing:
             out.append(Scope(scope, f"no runs of {missing}", NO_DATA))
             continue
-        ref = alpha(cells[reference], law, reference, **study.boot)
-        d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
-                             **study.boot)
-        text = f"{stat_text(d, f'{arch} minus {reference}')}"
-        if np.isnan(ref["estimate"]) or not ok(d):
-            out.append(Scope(scope, text, NO_DATA))
-            continue
-        band = margin * abs(ref["estimate"])
-        text += f"; margin +-{band:.3f} ({margin:.0%} of {reference}'s {ref['estimate']:.3f})"
-        if d["high"] - d["low"] > 2 * band:
-            verdict, text = NO_DATA, text + ": the interval is wider than the margin"
-        elif -band < d["low"] and d["high"] < band:
-            verdict, text = HOLDS, text + ": the interval lies within it"
-        else:
-            verdict, text = FAILS, text + ": the interval leaves it"
-        out.append(Scope(scope, text, verdict))
+        ref, premise = _reference_scales(study, cells, law, reference)
+        pair = (cells[arch], cells[reference], law, (arch, reference))
+        lower = alpha_difference(*pair, weights=(1.0, -(1 - margin)), **study.boot)
+        upper = alpha_difference(*pair, weights=(-1.0, 1 + margin), **study.boot)
+        text = stats_text([(ref, f"{reference}"), (lower, f"{arch} - {1 - margin:g} x {reference}"),
+                           (upper, f"{1 + margin:g} x {reference} - {arch}")])
+        if premise != HOLDS:
+            text += f"; {PREMISE_NOT_SHOWN}: {reference}'s exponent is not shown above 0"
+        out.append(Scope(scope, text, given(premise, all_of(above(lower), above(upper)))))
     return out
 
 
 def flat_or_negative(study: Study, *, archs: tuple[str, ...], reference: str,
-                     prior: str) -> list[Scope]:
+                     prior: str, margin: float) -> list[Scope]:
+    """Flat: the architecture's exponent below `margin` x the reference's (a
+    bootstrapped contrast, both estimated), where the reference scales (the
+    premise: its exponent above 0)."""
     tasks = task_runs(study.runs)
     tasks = tasks[tasks["prior"] == prior]
     law = Law("error", study.x_axis)
@@ -251,17 +262,13 @@ def flat_or_negative(study: Study, *, archs: tuple[str, ...], reference: str,
                 out.append(Scope(scope, f"no runs of {missing}", NO_DATA))
                 continue
             cells = law.cells(runs)
+            ref, premise = _reference_scales(study, cells, law, reference)
             own = alpha(cells[arch], law, arch, **study.boot)
-            ref = alpha(cells[reference], law, reference, **study.boot)
-            d = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
-                                 **study.boot)
+            flat = alpha_difference(cells[arch], cells[reference], law, (arch, reference),
+                                    weights=(-1.0, margin), **study.boot)
             text = stats_text([(ref, f"{reference} alpha_D"), (own, f"{arch} alpha_D"),
-                               (d, f"{arch} minus {reference}")])
-            premise = above(ref)
-            if premise == FAILS:
-                text += f"; {reference} does not scale here (its interval reaches 0)"
-            flat = NO_DATA if not ok(own) else HOLDS if own["low"] <= 0 else FAILS
-            out.append(Scope(scope, text, all_of(premise, below(d), flat)))
+                               (flat, f"{margin:g} x {reference} - {arch}")])
+            if premise != HOLDS:
+                text += f"; {PREMISE_NOT_SHOWN}: {reference}'s alpha_D is not shown above 0"
+            out.append(Scope(scope, text, given(premise, above(flat))))
     return out or [Scope("all", f"no alpha_D of the {prior} prior", NO_DATA)]
-
-

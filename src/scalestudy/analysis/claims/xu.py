@@ -13,6 +13,8 @@ from .check import (
     FAILS,
     HOLDS,
     NO_DATA,
+    PREMISE_NOT_SHOWN,
+    UNDECIDED,
     Scope,
     Study,
     above,
@@ -20,6 +22,7 @@ from .check import (
     below,
     by_task_arch,
     finished,
+    given,
     stat_text,
 )
 from .stats import contrast, mean_difference
@@ -30,15 +33,37 @@ def _standard(r: pd.DataFrame, standard: tuple[str, ...]) -> pd.DataFrame:
     return r[r["prior"].isin(standard) & r["norm"].eq("none")]
 
 
-def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...]) -> list[Scope]:
-    """Per task and architecture, at the deepest depth with runs of both: does not
-    hold if a treatment run diverged or failed; holds if every treatment run
-    finished and every standard run diverged or failed; otherwise treatment minus
-    standard accuracy above 0."""
+def _standard_fails(r: pd.DataFrame, std_d: pd.DataFrame, depth: int, normed: str,
+                    study: Study) -> tuple[str, str]:
+    """The premise of the DT-Fixup claims at `depth`: the standard LayerNorm-free
+    recipe fails there: half its runs or more diverged or failed, or its accuracy
+    lies below the same stack with LayerNorm (prior `normed`, norm not none).
+    Returns the premise's verdict and what was measured."""
+    failed = int((std_d["status"] != "ok").sum())
+    if 2 * failed >= len(std_d):
+        return HOLDS, f"standard: {failed} of {len(std_d)} runs diverged or failed"
+    ln = r[(r["prior"] == normed) & r["norm"].ne("none") & (r["depth"] == depth)]
+    if finished(ln).empty:
+        return UNDECIDED, (f"standard: {failed} of {len(std_d)} runs diverged or failed, "
+                           f"and no {normed} runs with LayerNorm at depth {depth} to compare")
+    c = contrast(pd.concat([ln.assign(prior="layernorm"), std_d.assign(prior="standard")]),
+                 {"layernorm": ({"prior": "layernorm"}, 1),
+                  "standard": ({"prior": "standard"}, -1)}, **study.boot)
+    return above(c), (f"standard: {failed} of {len(std_d)} runs diverged or failed; "
+                      + stat_text(c, "accuracy with LayerNorm - standard"))
+
+
+def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...], normed: str,
+                archs: tuple[str, ...]) -> list[Scope]:
+    """Per task and architecture of `archs`, at the deepest depth with runs of
+    both: the premise (`_standard_fails`) first; then does not hold if a
+    treatment run diverged or failed; holds if every treatment run finished and
+    every standard run diverged or failed; otherwise treatment minus standard
+    accuracy above 0."""
     out = []
     for (task, arch), r in by_task_arch(task_runs(study.runs)):
         dt, std = r[r["prior"] == treatment], _standard(r, standard).assign(prior="standard")
-        if dt.empty:
+        if dt.empty or arch not in archs:
             continue
         scope = f"{task} / {arch}"
         depths = set(dt["depth"]) & set(std["depth"])
@@ -49,8 +74,10 @@ def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...]) -> l
         d = max(depths)
         dt_d, std_d = dt[dt["depth"] == d], std[std["depth"] == d]
         dt_ok, std_ok = int((dt_d["status"] == "ok").sum()), int((std_d["status"] == "ok").sum())
-        text = (f"depth {d}: {treatment} {dt_ok}/{len(dt_d)} finished, standard {std_ok}/"
-                f"{len(std_d)} finished")
+        premise, why = _standard_fails(r, std_d, d, normed, study)
+        text = f"depth {d}: {why}; {treatment} {dt_ok}/{len(dt_d)} finished"
+        if premise != HOLDS:
+            text += f"; {PREMISE_NOT_SHOWN}: the standard recipe does not fail at depth {d}"
         if dt_ok < len(dt_d):
             verdict = FAILS
         elif std_ok == 0:
@@ -61,11 +88,12 @@ def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...]) -> l
                 **study.boot)
             text += "; " + stat_text(c, f"accuracy {treatment} - standard")
             verdict = above(c)
-        out.append(Scope(scope, text, verdict))
-    return out or [Scope("all", f"no {treatment} runs", NO_DATA)]
+        out.append(Scope(scope, text, given(premise, verdict)))
+    return out or [Scope("all", f"no {treatment} runs of {', '.join(archs)}", NO_DATA)]
 
 
-def deeper_is_better(study: Study, *, treatment: str, standard: tuple[str, ...]) -> list[Scope]:
+def deeper_is_better(study: Study, *, treatment: str, standard: tuple[str, ...],
+                     archs: tuple[str, ...]) -> list[Scope]:
     """Per task and architecture, at the width with most depths that have both
     treatment and standard LayerNorm-free runs, shallowest and deepest of those
     depths: the treatment's rise in accuracy lies above 0 and the standard recipe
@@ -74,7 +102,7 @@ def deeper_is_better(study: Study, *, treatment: str, standard: tuple[str, ...])
     out = []
     for (task, arch), r in by_task_arch(task_runs(study.runs)):
         dt, std = r[r["prior"] == treatment], _standard(r, standard)
-        if dt.empty:
+        if dt.empty or arch not in archs:
             continue
         scope = f"{task} / {arch}"
         shared = {w: sorted(set(dt.loc[dt["width"] == w, "depth"])
@@ -111,4 +139,4 @@ def deeper_is_better(study: Study, *, treatment: str, standard: tuple[str, ...])
             std_bad = below(s_rise)
         verdict = FAILS if dt_failed == len(dt_deep) else all_of(above(d_rise), std_bad)
         out.append(Scope(scope, text, verdict))
-    return out or [Scope("all", f"no {treatment} runs", NO_DATA)]
+    return out or [Scope("all", f"no {treatment} runs of {', '.join(archs)}", NO_DATA)]

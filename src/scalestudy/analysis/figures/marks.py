@@ -11,7 +11,15 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from ..stats import Strata, clean, clean_labelled, expanded_ci, loglog_replicates
+from ..stats import (
+    LACK_OF_FIT_LEVEL,
+    RUN,
+    clean,
+    clean_labelled,
+    loglog_replicates,
+    ols,
+    t_interval,
+)
 from .layout import finished_runs
 from .style import (
     BAND_BOOT,
@@ -53,18 +61,23 @@ def seed_errorbar(ax, x, stats: pd.DataFrame, gid: str, *, label=None, xerr=None
     return bars
 
 
-def fit_band(x, y, ci: float, grid, sizes=None) -> tuple[np.ndarray, np.ndarray]:
-    """The pointwise band (coverage `ci`) at `grid` of the log-log fits of the
-    bootstrap replicates of the points (x, y): runs resampled within each size
-    (`sizes`) and the interval t-expanded exactly as the fit's (BAND_BOOT
-    replicates, seed BAND_SEED: with the default fit.n_boot and seed, the very
-    replicates behind alpha's interval)."""
+def fit_band(x, y, row, grid, sizes=None) -> tuple[np.ndarray, np.ndarray]:
+    """The pointwise band of the log-log fit `row` at `grid`: the t interval of
+    its bootstrap lines (the residual bootstrap of the points (x, y) with the
+    fit's unit and degrees of freedom, BAND_BOOT replicates, seed BAND_SEED:
+    with the default fit.n_boot and seed, the very replicates behind alpha's
+    interval) about the fitted line, at the fit's level."""
     xc, yc, labels = clean_labelled(x, y, sizes)
-    slopes, intercepts = loglog_replicates(np.log(xc), np.log(yc), BAND_BOOT, BAND_SEED,
-                                           labels)
-    logy = intercepts[:, None] + slopes[:, None] * np.log(np.asarray(grid, float))[None, :]
-    df = Strata(labels).df
-    low, high = np.array([expanded_ci(column, ci, df) for column in logy.T]).T
+    unit = row.get("interval_unit") or RUN
+    slopes, intercepts, df = loglog_replicates(np.log(xc), np.log(yc), BAND_BOOT, BAND_SEED,
+                                               labels, unit)
+    lgrid = np.log(np.asarray(grid, float))
+    slope, intercept = ols(np.log(xc), np.log(yc))
+    logy = intercepts[:, None] + slopes[:, None] * lgrid[None, :]
+    fitted = intercept + slope * lgrid
+    ci = float(row["ci"])
+    low, high = np.array([t_interval(f, column, df, ci)
+                          for f, column in zip(fitted, logy.T, strict=True)]).T
     return np.exp(low), np.exp(high)
 
 
@@ -80,7 +93,7 @@ def loglog_fit(ax, x, y, row, gid: str, *, sizes=None, sign: int = -1, band: boo
     (line,) = ax.plot(grid, row["coef"] * grid ** (sign * row["alpha"]), **style)
     line.set_gid(gid)
     if band and np.isfinite(row["alpha_low"]):
-        low, high = fit_band(x, y, float(row["ci"]), grid, sizes)
+        low, high = fit_band(x, y, row, grid, sizes)
         verts = np.concatenate([np.column_stack([grid, low]),
                                 np.column_stack([grid[::-1], high[::-1]])])
         coll = PolyCollection([verts], facecolors=style.get("color", NEUTRAL), alpha=0.18,
@@ -125,11 +138,17 @@ def place_texts(axes) -> None:
 
 
 def fmt_short(row, symbol: str) -> str:
+    """'αD = 0.050 [0.030, 0.070]', marked where the lack-of-fit test rejects the
+    power law (its interval then rests on the sizes: stats.py)."""
     if row["status"] != "ok":
         return f"{symbol}: {row['status']}"
-    if not np.isfinite(row["alpha_low"]):
-        return f"{symbol} = {row['alpha']:.3f}"
-    return f"{symbol} = {row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
+    text = f"{symbol} = {row['alpha']:.3f}"
+    if np.isfinite(row["alpha_low"]):
+        text += f" [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
+    p = row.get("lack_of_fit_p", np.nan)
+    if p < LACK_OF_FIT_LEVEL:
+        text += f"\nno power law: lack of fit p = {p:.2g}"
+    return text
 
 
 MAX_PANEL_LEGEND = 4  # at most this many architectures in a panel: name their points
