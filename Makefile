@@ -3,17 +3,29 @@
 VENV  := .venv
 BIN   := $(CURDIR)/$(VENV)/bin
 # The CPU wheel of torch; on a GPU machine: make TORCH=torch study
-TORCH ?= torch==2.13.0
+DEFAULT_TORCH := torch==2.13.0
+TORCH ?= $(DEFAULT_TORCH)
 CORES ?= 2
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test test-slow lint figures-from-cache clean slurm-test gpu-check
+.PHONY: study test test-slow lint figures-from-cache clean slurm-test gpu-check FORCE
+
+# The virtualenv follows TORCH: one built with another spec ($(VENV)/.torch; a
+# virtualenv without it was built with the default) is built again from
+# scratch, since pip keeps an installed torch that satisfies the new spec
+# (`torch` over the CPU build).
+BUILT_TORCH := $(or $(shell cat $(VENV)/.torch 2>/dev/null),$(DEFAULT_TORCH))
+ifneq ($(TORCH),$(BUILT_TORCH))
+$(VENV)/.installed: FORCE
+endif
 
 $(VENV)/.installed: pyproject.toml
+	[ "$(TORCH)" = "$(BUILT_TORCH)" ] || rm -rf $(VENV)
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	echo "$(TORCH)" > $(VENV)/.torch
 	touch $@
 
 study: $(VENV)/.installed
@@ -36,10 +48,10 @@ lint: $(VENV)/.installed
 
 # What only a GPU can confirm of the GPU path (tools/gpu_check.py; ~8 min on one
 # H100 or H200): the report goes to results/gpu_check.json, a summary to the
-# terminal. Build the virtualenv with a CUDA torch: make TORCH=torch gpu-check.
-# Without a GPU it runs the CPU form (what needs CUDA skipped).
+# terminal. With a CUDA torch: make TORCH=torch gpu-check. Where torch sees no
+# GPU it stops with one line; its CPU form is `python tools/gpu_check.py --device cpu`.
 gpu-check: $(VENV)/.installed
-	python tools/gpu_check.py --out results/gpu_check.json
+	python tools/gpu_check.py --device cuda --out results/gpu_check.json
 
 # Every figure, table and claims.md of a cached study (a collected runs.parquet),
 # without training and without torch: the analysis install (pip install -e .) is enough.

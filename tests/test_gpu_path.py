@@ -7,9 +7,12 @@ GPU-memory estimate against what autograd saves. The two-process checks are
 in tests/test_ddp.py; tools/gpu_check.py is what a GPU runs."""
 
 import contextlib
+import fcntl
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +68,18 @@ def config(**sections) -> dict:
     for section, values in sections.items():
         study[section] = {**study[section], **values}
     return study
+
+
+def merge(base, over):
+    """`over` merged into `base` as Snakemake merges a preset over config/config.yaml."""
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
+    return {**base, **{key: merge(base.get(key), value) for key, value in over.items()}}
+
+
+def preset(study: str) -> dict:
+    """The default study with config/studies/<study>.yaml over it."""
+    return merge(config(), yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text()))
 
 
 # --- 1. FLOPs: at one micro-batch, on the device, once ------------------------------
@@ -123,7 +138,16 @@ def cli(spec: dict, data_dir: Path, run_dir: Path) -> int:
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
     RuntimeError("CUDA error: an illegal memory access was encountered"),
     RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"),
-])
+    RuntimeError("cuDNN Frontend error: [cudnn_frontend] Error: No execution plans support "
+                 "the graph."),
+    RuntimeError("Deterministic behavior was enabled with either "
+                  "`torch.use_deterministic_algorithms(True)` or "
+                  "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not "
+                  "deterministic because it uses CuBLAS and you have CUDA >= 10.2. To enable "
+                  "deterministic behavior in this case, you must set an environment variable "
+                  "before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 or "
+                  "CUBLAS_WORKSPACE_CONFIG=:16:8."),
+], ids=["cuda-oom", "cuda-error", "cpu-oom", "cudnn-frontend", "cublas-deterministic"])
 def test_out_of_memory_and_accelerator_errors_fail_the_job_with_no_record(
         error, data_dir, tmp_path, monkeypatch):
     def fails(self, batch):
@@ -143,6 +167,23 @@ def test_no_gpu_on_a_cpu_build_fails_the_job_with_no_record(data_dir, tmp_path):
         cli(spec_dict(accelerator="gpu"), data_dir, tmp_path / "run")
     assert failed.value.code == 1
     assert not (tmp_path / "run" / "record.parquet").exists()
+
+
+def test_importing_the_training_package_sets_the_cublas_workspace_before_any_matmul():
+    """torch reads CUBLAS_WORKSPACE_CONFIG once, at the process's first cuBLAS
+    call: anything that trains imports scalestudy.training first, so it is set
+    there, in a fresh interpreter whose environment lacks it."""
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    probe = ("import os, sys; import scalestudy.training; "
+             "print(os.environ.get('CUBLAS_WORKSPACE_CONFIG')); "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == [":4096:8", "False"]  # and the workflow's imports stay torch-free
+    kept = {**env, "CUBLAS_WORKSPACE_CONFIG": ":16:8"}
+    out = subprocess.run([sys.executable, "-c", probe], env=kept, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == [":16:8", "False"]  # a value the user set stands
 
 
 def test_a_model_error_stays_a_failed_record_and_the_job_succeeds(data_dir, tmp_path,
@@ -407,6 +448,130 @@ def test_local_jobs_take_gpus_no_other_job_holds(tmp_path):
     assert devices.claim(one, {}) is None  # a cluster job: SLURM chose its GPUs
 
 
+def test_a_claim_past_the_visible_gpus_is_a_job_error(tmp_path):
+    """Inside `salloc` CUDA_VISIBLE_DEVICES may list fewer GPUs than the slots:
+    a claim that cannot be met fails the job (retried), never an IndexError."""
+    one, two = (TrainerConfig(accelerator="gpu", devices=n) for n in (1, 2))
+    slots = str(resources.write_slots(tmp_path / "gpus", 3))
+    assert devices.claim(one, {resources.SLOTS_ENV: slots, "CUDA_VISIBLE_DEVICES": "7"}) == ["7"]
+    with pytest.raises(devices.NoFreeGPU):  # its one visible GPU (slot 0) is held
+        devices.claim(one, {resources.SLOTS_ENV: slots, "CUDA_VISIBLE_DEVICES": "7"})
+    with pytest.raises(devices.NoFreeGPU, match="may use 1"):
+        devices.claim(two, {resources.SLOTS_ENV: slots, "CUDA_VISIBLE_DEVICES": "5"})
+    with pytest.raises(devices.NoFreeGPU, match="may use 0"):
+        devices.claim(one, {resources.SLOTS_ENV: slots, "CUDA_VISIBLE_DEVICES": ""})
+
+
+def test_a_run_whose_gpus_cannot_be_claimed_fails_the_job_with_no_record(
+        data_dir, tmp_path, monkeypatch):
+    slots = resources.write_slots(tmp_path / "gpus", 2)
+    held = os.open(slots / "0", os.O_RDWR)  # another job's GPU
+    fcntl.flock(held, fcntl.LOCK_EX)
+    monkeypatch.setenv(resources.SLOTS_ENV, str(slots))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    try:
+        with pytest.raises(SystemExit) as failed:
+            cli(spec_dict(accelerator="gpu", devices=1), data_dir, tmp_path / "run")
+    finally:
+        os.close(held)
+    assert failed.value.code == 1
+    assert not (tmp_path / "run" / "record.parquet").exists()
+
+
+def fake_machine(monkeypatch, tmp_path, driver_gpus=None, device_files=(), visible=None):
+    """/proc/driver/nvidia/gpus with `driver_gpus` entries (None: absent), /dev
+    with `device_files`, and CUDA_VISIBLE_DEVICES (None: unset)."""
+    proc, dev = tmp_path / "proc", tmp_path / "dev"
+    shutil.rmtree(proc, ignore_errors=True)
+    shutil.rmtree(dev, ignore_errors=True)
+    dev.mkdir()
+    if driver_gpus is not None:
+        proc.mkdir()
+        for index in range(driver_gpus):
+            (proc / f"0000:{index:02x}:00.0").mkdir()
+    for name in device_files:
+        (dev / name).touch()
+    monkeypatch.setattr(resources, "NVIDIA_GPUS", proc)
+    monkeypatch.setattr(resources, "NVIDIA_DEVICES", dev, raising=False)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    return resources.local_gpus()
+
+
+def test_local_gpus_counts_the_gpus_this_process_may_use(monkeypatch, tmp_path):
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4) == 4
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4, visible="1,3") == 2  # salloc
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4, visible="GPU-a1,GPU-b2") == 2
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4, visible="") == 0
+    # CUDA stops at the first entry it cannot use.
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4, visible="0,-1,2") == 1
+    assert fake_machine(monkeypatch, tmp_path, driver_gpus=4, visible="2,3,4,5") == 2
+    # A container without the driver's list: its device files.
+    assert fake_machine(monkeypatch, tmp_path, device_files=(
+        "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-modeset")) == 2
+    assert fake_machine(monkeypatch, tmp_path, device_files=("nvidia0", "nvidia1"),
+                        visible="1") == 1
+    # No driver: no GPUs, whatever the environment says.
+    assert fake_machine(monkeypatch, tmp_path) == 0
+    assert fake_machine(monkeypatch, tmp_path, visible="0") == 0
+
+
+# The workflow's own set-up (common.smk, its onstart) on a machine whose driver
+# lists one GPU, and four jobs that each take one, recording when they ran.
+ONE_GPU_WORKFLOW = """
+from pathlib import Path
+from scalestudy.study import resources
+
+resources.NVIDIA_GPUS = Path("fake-driver")
+
+configfile: "config/config.yaml"
+
+include: "workflow/rules/common.smk"
+
+onstart:
+    start_study()
+
+onsuccess:
+    end_study()
+
+onerror:
+    end_study()
+
+rule all:
+    input:
+        expand("ran/{i}", i=range(4)),
+
+rule gpu_job:
+    output:
+        "ran/{i}",
+    resources:
+        gpu=TRAINING_RESOURCES["gpu"],
+    shell:
+        "python -c 'import time; print(time.time())' > {output}; sleep 1;"
+        " python -c 'import time; print(time.time())' >> {output}"
+"""
+
+
+def test_a_local_gpu_study_runs_no_more_gpu_jobs_at_once_than_gpus(tmp_path):
+    for name in ("workflow", "config"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    (tmp_path / "Snakefile").write_text(ONE_GPU_WORKFLOW)
+    (tmp_path / "fake-driver" / "0000:01:00.0").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "4", "--config",
+                           'trainer={"accelerator": "gpu"}'], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gpu=1" in done.stderr  # Snakemake's "Provided resources"
+    spans = sorted(tuple(map(float, (tmp_path / f"ran/{i}").read_text().split()))
+                   for i in range(4))
+    ends, starts = [end for _, end in spans[:-1]], [start for start, _ in spans[1:]]
+    assert all(end <= start for end, start in zip(ends, starts, strict=True)), spans
+
+
 def test_gpu_runs_ask_for_the_gpu_resource_on_a_workstation_with_gpus():
     asked = resources.training_resources(config(trainer={"accelerator": "auto"}), gpus=2)
     assert asked["gpu"] == 1
@@ -438,6 +603,25 @@ def test_auto_is_refused_on_a_cluster():
         validate(config(), cluster=True)
     validate(config(trainer={"accelerator": "cpu"}), cluster=True)
     validate(config())  # a workstation: auto picks what is there
+
+
+def presets_sent_to_a_cluster() -> set[str]:
+    """The presets the docs (and the presets' own comments) tell users to run with
+    the SLURM profile, and the one `make slurm-test` submits."""
+    docs = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+            *(ROOT / "config/studies").glob("*.yaml")]
+    told = r"--profile profiles/slurm\b.*--configfile config/studies/([\w-]+)\.yaml"
+    found = {name for path in docs for name in re.findall(told, path.read_text())}
+    script = (ROOT / "tools/slurm/slurm-test.sh").read_text()
+    found |= set(re.findall(r"STUDY=\$\{STUDY:-config/studies/([\w-]+)\.yaml\}", script))
+    return found
+
+
+def test_every_preset_the_docs_send_to_a_cluster_passes_the_cluster_check():
+    sent = presets_sent_to_a_cluster()
+    assert {"smoke", "paper", "lra", "spt_gpu"} <= sent  # slurm-test's, and the docs'
+    for study in sorted(sent):
+        validate(preset(study), cluster=True)
 
 
 # --- 6. GPU memory ----------------------------------------------------------------------
@@ -505,12 +689,7 @@ def test_the_gpu_memory_estimate_adds_weights_activations_kernel_and_logits():
 
 @pytest.mark.parametrize("study", ["lra", "paper", "spt_gpu"])
 def test_the_gpu_presets_fit_their_gpus(study):
-    def merge(base, over):  # as Snakemake merges a preset over config/config.yaml
-        if not (isinstance(base, dict) and isinstance(over, dict)):
-            return over
-        return {**base, **{key: merge(base.get(key), value) for key, value in over.items()}}
-
-    merged = merge(config(), yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text()))
+    merged = preset(study)
     assert merged["resources"]["gpu_mem_gb"] > 0
     validate(merged, cluster=True)  # every run's estimate fits
 
@@ -530,3 +709,64 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_shapes(tmp_path):
     skipped = {name for name, section in checks["sections"].items() if section.get("skipped")}
     assert skipped <= {"sdpa_backends", "mfu"}  # only what needs CUDA
 
+
+
+def makefile_copy(tmp_path: Path, built_with: str | None) -> Path:
+    """The Makefile in a directory whose virtualenv is up to date, built with
+    the torch spec `built_with` (None: a virtualenv from before the record)."""
+    tmp_path.mkdir()
+    for name in ("Makefile", "pyproject.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    (tmp_path / "tools").symlink_to(ROOT / "tools")
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    if built_with is not None:
+        (venv / ".torch").write_text(built_with + "\n")
+    (venv / ".installed").touch()
+    newer = (tmp_path / "pyproject.toml").stat().st_mtime + 1
+    os.utime(venv / ".installed", (newer, newer))
+    return tmp_path
+
+
+def make(workdir: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=workdir,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PATH": path, "PYTHONPATH": str(ROOT / "src")})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_the_gpu_check_without_a_gpu_stops_with_one_line_and_never_runs_the_cpu_form(
+        tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "tools/gpu_check.py"), "--device", "cuda",
+                           "--out", str(tmp_path / "report.json")], capture_output=True,
+                          text=True, timeout=120, env={**os.environ,
+                                                       "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode != 0 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("gpu_check: --device cuda, but torch ")
+    assert "make TORCH=torch gpu-check" in done.stderr and "--device cpu" in done.stderr
+    assert not (tmp_path / "report.json").exists()
+    # make gpu-check asks for CUDA: here it stops at once, with that line.
+    made = make(makefile_copy(tmp_path / "checkout", built_with=None), "gpu-check")
+    assert made.returncode != 0
+    assert "gpu_check: --device cuda, but torch " in made.stderr, made.stdout + made.stderr
+    assert "gpu_check: environment" not in made.stdout  # no section ran
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_the_virtualenv_is_built_again_when_torch_changes(tmp_path):
+    default = make(ROOT, "--eval", "default-torch: ; @echo $(TORCH)",
+                   "default-torch").stdout.strip()
+
+    def rebuilds(built_with, *args):
+        workdir = makefile_copy(tmp_path / str(len(list(tmp_path.iterdir()))), built_with)
+        planned = make(workdir, "-n", *args, "test").stdout
+        return "rm -rf .venv" in planned and "python3 -m venv .venv" in planned
+
+    assert not rebuilds(None)  # a virtualenv from before the record: the default's
+    assert not rebuilds(default)
+    assert rebuilds(None, "TORCH=torch")  # the CUDA torch over the CPU build
+    assert rebuilds(default, "TORCH=torch")
+    assert not rebuilds("torch", "TORCH=torch")
+    assert rebuilds("torch")  # and back

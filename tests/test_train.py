@@ -219,6 +219,48 @@ def test_non_finite_loss_is_recorded_as_diverged(data_dir, tmp_path):
     assert record["diverged_step"] is not None and record["diverged_step"] < 6
 
 
+class NaNGradient(torch.autograd.Function):
+    """The identity, whose gradient is NaN: a finite loss with non-finite gradients."""
+
+    @staticmethod
+    def forward(ctx, loss):
+        return loss.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.full_like(grad, math.nan)
+
+
+def test_non_finite_gradients_under_clipping_are_recorded_as_diverged(data_dir, tmp_path,
+                                                                      monkeypatch):
+    """Clipping does not check the gradients itself (that check would wait on a
+    GPU every step): the NaN update makes the next step's loss non-finite, and
+    the loop's own check records the run diverged there."""
+    from scalestudy.training.loop import TrainingLoop
+
+    training_step = TrainingLoop.training_step
+
+    def nan_gradients_at_step_2(self, batch):
+        if self.step != 2:
+            return training_step(self, batch)
+        losses = self.module.training_loss
+
+        def nan_gradients(batch):
+            loss, aux_loss = losses(batch)
+            return NaNGradient.apply(loss), aux_loss
+
+        self.module.training_loss = nan_gradients
+        try:
+            return training_step(self, batch)
+        finally:
+            del self.module.training_loss
+
+    monkeypatch.setattr(TrainingLoop, "training_step", nan_gradients_at_step_2)
+    record = run(spec(grad_clip=1.0), data_dir, tmp_path / "run")
+    assert record["status"] == "diverged" and record["error"] == ""
+    assert record["diverged_step"] == 3  # the step after the NaN gradients of step 2
+
+
 def test_plateau_rule_judges_the_best_loss_over_the_last_fifth():
     from scalestudy.training.plateau import plateaued
 

@@ -3,6 +3,10 @@ the GPU path, measured, in one JSON report.
 
     python tools/gpu_check.py [--device cuda|cpu] [--tiny] [--out report.json]
 
+`--device cuda` (the default, and `make gpu-check`'s) stops with one line, exit
+2, where torch sees no GPU (a CPU build, no driver, CUDA_VISIBLE_DEVICES), so
+that a GPU check never quietly runs its CPU form.
+
 About 8 minutes on one H100 or H200. Sections (each one's `passed`, and what
 it measured):
 
@@ -28,9 +32,9 @@ it measured):
   counted FLOPs over step time, against the GPU's nominal bf16 peak and a
   measured matmul peak (the goal: 40%).
 
-`--device cpu` runs it without a GPU, skipping only what needs CUDA (the SDPA
-backends, MFU); `--tiny` shrinks every shape (the fast test suite runs
-`--device cpu --tiny`). The report's `passed` is every section's.
+`--device cpu` runs it without a GPU, asked for by name, skipping only what
+needs CUDA (the SDPA backends, MFU); `--tiny` shrinks every shape (the fast
+test suite runs `--device cpu --tiny`). The report's `passed` is every section's.
 """
 
 from __future__ import annotations
@@ -485,19 +489,38 @@ def mfu(ctx: Context) -> dict:
 SECTIONS = (environment, fork_safety, sdpa_backends, architectures, flops, resume, ladder, mfu)
 
 
+def no_gpu() -> str | None:
+    """Why this torch cannot train on a GPU, in one line (None: it can)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return (f"torch {torch.__version__} is a CPU build; build the virtualenv with a CUDA "
+                f"torch: make TORCH=torch gpu-check")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU (no driver or "
+            f"no device{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
-                        help="the training device (default: cuda where there is one)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="the training device (default: cuda; cpu: the CPU form)")
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the test suite's)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu_check.json")
     parser.add_argument("--only", nargs="*", help="run only these sections")
     args = parser.parse_args(argv)
-    import torch
+    # Before torch: it reads CUBLAS_WORKSPACE_CONFIG at its first cuBLAS call
+    # (sdpa_backends), and the deterministic sections after it need it.
+    import scalestudy.training  # noqa: F401
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: this torch sees no GPU")
+    device = args.device
+    why = no_gpu() if device == "cuda" else None
+    if why:
+        print(f"gpu_check: --device cuda, but {why}; the CPU form: --device cpu",
+              file=sys.stderr)
+        return 2
     warnings.filterwarnings("ignore", message=r".*'set_vital' is deprecated")
     report = {"device": device, "tiny": args.tiny, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
               "sections": {}}

@@ -69,6 +69,15 @@ os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
 
 OUT = f"results/{config['study']}"
 
+# A local GPU study runs no more GPU jobs at once than this process may use
+# (or --resources gpu=N). Registered while the workflow is parsed: Snakemake
+# builds its scheduler's limits from the resources it has then, and one
+# registered later (at onstart) changes the count it shows, not the limit.
+LOCAL_GPUS = resources.local_gpus()
+if (workflow.local_exec and LOCAL_GPUS and resources.trains_on_gpus(config, LOCAL_GPUS)
+        and "gpu" not in workflow.global_resources):
+    workflow.register_resource("gpu", LOCAL_GPUS)
+
 
 def start_study():
     """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
@@ -76,9 +85,9 @@ def start_study():
     fork from one warm process that has torch, Lightning and the analysis
     stack imported (scalestudy.warm), instead of each paying seconds of
     imports, and a GPU study's jobs take GPUs no other job holds: the `gpu`
-    resource (the machine's GPUs, unless --resources gpu=N says otherwise) and
-    a lock file per GPU (scalestudy.training.devices). Cluster jobs run their
-    command directly, on the GPUs SLURM gave them."""
+    resource (LOCAL_GPUS, above) and a lock file per GPU
+    (scalestudy.training.devices). Cluster jobs run their command directly,
+    on the GPUs SLURM gave them."""
     if not workflow.local_exec:
         check_cluster(config)
     claim()  # this process holds locks (see scalestudy.locks)
@@ -88,11 +97,8 @@ def start_study():
     trackers.prepare(config["trainer"]["loggers"], config["study"], OUT)
     if not workflow.local_exec:
         return
-    gpus = resources.local_gpus()
-    if gpus and resources.trains_on_gpus(config, gpus):
-        if "gpu" not in workflow.global_resources:
-            workflow.register_resource("gpu", gpus)
-        slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
+    if LOCAL_GPUS and resources.trains_on_gpus(config, LOCAL_GPUS):
+        slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", LOCAL_GPUS)
         os.environ[resources.SLOTS_ENV] = str(slots.resolve())
     from scalestudy import warm
 
@@ -230,8 +236,8 @@ localrules:
     frontier,
 
 
-TRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus())
-PRETRAINING_RESOURCES = resources.training_resources(config, gpus=resources.local_gpus(),
+TRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS)
+PRETRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS,
                                                      section="pretrain")
 
 

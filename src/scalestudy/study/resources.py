@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 GPU_ACCELERATORS = ("gpu", "cuda")
-NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # the driver's: one entry per GPU
+# nvidia0, nvidia1, ...: a container's GPUs where /proc lacks the driver's list
+NVIDIA_DEVICES = Path("/dev")
 # A directory of one lock file per GPU of a workstation: how a local job finds
 # a GPU no other job holds (training/devices.py).
 SLOTS_ENV = "SCALESTUDY_GPU_SLOTS"
@@ -20,9 +22,35 @@ def gpu_study(config: dict) -> bool:
     return config["trainer"]["accelerator"] in GPU_ACCELERATORS
 
 
-def local_gpus(root: Path = NVIDIA_GPUS) -> int:
-    """This machine's NVIDIA GPUs (0 without the driver), read without CUDA."""
-    return len(list(root.iterdir())) if root.is_dir() else 0
+def driver_gpus() -> int:
+    """This machine's NVIDIA GPUs as the driver lists them (0 without the driver)."""
+    if NVIDIA_GPUS.is_dir():
+        return len(list(NVIDIA_GPUS.iterdir()))
+    return sum(1 for path in NVIDIA_DEVICES.glob("nvidia*") if path.name[6:].isdigit())
+
+
+def visible_ids(value: str, gpus: int | None = None) -> list[str]:
+    """The GPU ids CUDA_VISIBLE_DEVICES=`value` names, read as CUDA reads it:
+    up to the first entry that is empty, negative, or a number past the
+    machine's `gpus` (where known)."""
+    ids = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-") or (
+                entry.isdigit() and gpus is not None and int(entry) >= gpus):
+            break
+        ids.append(entry)
+    return ids
+
+
+def local_gpus(environ=None) -> int:
+    """The GPUs this process may use: those CUDA_VISIBLE_DEVICES names where it
+    is set (inside `salloc`, or where a user picks them), else every GPU the
+    driver lists; 0 without the driver. Read without CUDA: the DAG imports no
+    torch."""
+    gpus = driver_gpus()
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    return gpus if not gpus or visible is None else len(visible_ids(visible, gpus))
 
 
 def trains_on_gpus(config: dict, gpus: int) -> bool:

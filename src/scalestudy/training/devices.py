@@ -2,13 +2,13 @@
 
 On a SLURM node a job sees only the GPUs it was given (CUDA_VISIBLE_DEVICES);
 on a workstation every job sees them all and Lightning would put each on
-cuda:0. So the workflow of a local GPU study declares the machine's GPUs as
-Snakemake's `gpu` resource (no more jobs at once than GPUs) and gives the jobs
-a directory with one lock file per GPU ($SCALESTUDY_GPU_SLOTS,
-workflow/rules/common.smk): a run takes the first free ones (an exclusive
-flock, held until the process ends, its DDP ranks included) and makes them its
-CUDA_VISIBLE_DEVICES before CUDA starts. Torch-free: it runs before torch
-touches a device.
+cuda:0. So the workflow of a local GPU study declares the GPUs it may use
+(study.resources.local_gpus) as Snakemake's `gpu` resource (no more jobs at
+once than GPUs) and gives the jobs a directory with one lock file per GPU
+($SCALESTUDY_GPU_SLOTS, workflow/rules/common.smk): a run takes the first free
+ones (an exclusive flock, held until the process ends, its DDP ranks included)
+and makes them its CUDA_VISIBLE_DEVICES before CUDA starts. Torch-free: it
+runs before torch touches a device.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..study.resources import GPU_ACCELERATORS, SLOTS_ENV
+from ..study.resources import GPU_ACCELERATORS, SLOTS_ENV, visible_ids
 
 
 class NoFreeGPU(RuntimeError):
-    """Fewer free GPUs than the run needs: the job fails, to be retried."""
+    """Fewer free (or usable) GPUs than the run needs: the job fails, to be retried."""
 
 
 _held: list[int] = []  # the claimed slots' open files: closing one frees its GPU
@@ -38,10 +38,16 @@ def claim(trainer, environ=os.environ) -> list[str] | None:
         return None
     slots = sorted((p for p in Path(directory).iterdir() if p.name.isdigit()),
                    key=lambda p: int(p.name))
+    # Slot i is the i-th GPU this process may use.
     visible = environ.get("CUDA_VISIBLE_DEVICES")
-    ids = visible.split(",") if visible else [p.name for p in slots]
+    ids = visible_ids(visible) if visible is not None else [p.name for p in slots]
+    usable = [slot for slot in slots if int(slot.name) < len(ids)]
+    if len(usable) < wanted:
+        raise NoFreeGPU(f"{directory}: this run needs {wanted} GPUs, and of the {len(slots)} "
+                        f"GPU slots this process may use {len(usable)} "
+                        f"(CUDA_VISIBLE_DEVICES={visible!r})")
     taken, fds = [], []
-    for slot in slots:
+    for slot in usable:
         fd = os.open(slot, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -39,7 +39,6 @@ counted and (pretraining) masked on the host before they move to the device.
 from __future__ import annotations
 
 import math
-import os
 import signal
 import sys
 import time
@@ -89,8 +88,6 @@ def make_fabric(hw, run_dir: Path, loggers: list | None = None) -> Fabric:
     (study.specs.TrainerConfig), the history to `loggers` (default:
     run_dir/metrics.csv; a run's trackers: training/trackers.py); launched
     (under DDP, the other ranks' processes run the same command)."""
-    if hw.deterministic:  # cuBLAS reads it when it starts, at the first matmul
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     # One run is one process (one SLURM task) that starts its devices'
     # processes itself: no SLURM environment detection (see training/resume.py).
     fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
@@ -359,9 +356,13 @@ class TrainingLoop:
                     self.check_finite()  # no update from a non-finite loss
                 fabric.backward(total / len(parts))
             losses.append(loss.detach())
-        if cfg.grad_clip:  # an overflow under a scaler is no error: the step is skipped
+        if cfg.grad_clip:
+            # Not error_if_nonfinite (Fabric's default): its check reads the norm
+            # on the host, a device sync every step. Non-finite gradients make
+            # the weights, and so the next loss, non-finite, which the loop's
+            # own check catches (under a scaler the step is skipped instead).
             fabric.clip_gradients(self.model, self.optimizer, max_norm=cfg.grad_clip,
-                                  error_if_nonfinite=not self.scaled)
+                                  error_if_nonfinite=False)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.schedule.step()

@@ -55,8 +55,11 @@ JOB_ERROR_MESSAGES = (
     "can not run on your system since the accelerator is not available",  # Lightning
     "Torch not compiled with CUDA enabled",  # a CPU build of torch
     "CUDA error", "CUDA out of memory", "CUDA driver", "cuDNN error", "CUDNN_STATUS_",
-    "CUBLAS_STATUS_", "NCCL error", "DefaultCPUAllocator: can't allocate memory",
-    "DefaultCPUAllocator: not enough memory",
+    "cuDNN Frontend error", "CUBLAS_STATUS_", "NCCL error",
+    "DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory",
+    # Deterministic cuBLAS without CUBLAS_WORKSPACE_CONFIG when the process first
+    # used cuBLAS: every run of the process fails the same way (training/__init__.py).
+    "not deterministic because it uses CuBLAS",
 )
 
 
