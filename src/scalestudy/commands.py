@@ -353,6 +353,12 @@ def _frontier_options(p) -> None:
                         "(decades)")
     p.add_argument("--min-sizes", type=int, default=3,
                    help="approach 2: sizes a budget needs")
+    p.add_argument("--window", type=float, default=1.0, metavar="DECADES",
+                   help="approach 2: fit each budget's parabola on the sizes within this "
+                        "many decades of its lowest-loss size (and always its neighbours)")
+    p.add_argument("--compute-axis", choices=("counted", "6nd"), default="counted",
+                   help="the C of N_opt ~ C^a for every approach: the table's compute "
+                        "(counted FLOPs) or 6 N D")
     p.add_argument("--n-polish", type=int, default=256,
                    help="approach 3: L-BFGS-B from this many best grid starts")
     p.add_argument("--loss-label", default="loss (nats/token)", help="the figures' loss axis")

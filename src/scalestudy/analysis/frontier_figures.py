@@ -3,17 +3,20 @@
 Three figures after Hoffmann et al. 2022 (Chinchilla), Figures 2-4:
 
 - `frontier_isoflop`: per group (architecture, prior), loss against N for each
-  budget, coloured by compute, with approach 2's parabolas (in log N) over the
-  sizes each budget tried and their vertices N_opt marked; the runs of budgets
-  left out are drawn hollow and grey, with no parabola.
-- `frontier_optimal`: per group, N_opt and D_opt against C: each approach's points
+  budget, coloured by its compute as the table counts it, with approach 2's
+  parabolas (in log N) over the sizes each was fitted on (those around the
+  budget's lowest loss) and their vertices N_opt marked; the runs of budgets left
+  out are drawn hollow and grey, with no parabola.
+- `frontier_optimal`: per group, N_opt and D_opt against C (on the result's compute
+  axis, named on the x label): each approach's points
   (approach 1: the envelope's; 2: the vertices; 3: the closed form at the
   budgets), its fitted power law and its bootstrap band, the legend giving the
   exponent with its interval.
 - `frontier_loss`: the loss at the compute-optimal size against C, every group on
   one axes: approach 3's L(N_opt(C), D_opt(C)) with its bootstrap band, solid
   over the budgets run and dashed over the decade beyond the largest one (the
-  extrapolation), and approach 2's vertex losses as markers.
+  extrapolation), and approach 2's vertex losses as markers, all on the compute
+  axis.
 
 Drawn from a `FrontierResult` only (its tables), with the Agg backend.
 """
@@ -32,7 +35,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 
-from .frontier import METHOD_LABELS, METHODS, FrontierResult  # noqa: E402
+from .frontier import AXIS_LABELS, METHOD_LABELS, METHODS, FrontierResult  # noqa: E402
 
 FIGURES = ("frontier_isoflop", "frontier_optimal", "frontier_loss")
 STYLE = {
@@ -50,7 +53,10 @@ METHOD_STYLE = {
     "approach3": {"color": "#7570b3", "marker": "^", "ls": ":"},
 }
 GROUP_COLORS = plt.get_cmap("tab10").colors
-COMPUTE_LABEL = "compute C (FLOPs)"
+
+
+def _compute_label(result: FrontierResult) -> str:
+    return f"compute C ({AXIS_LABELS[result.compute_axis]})"
 
 
 def _groups(result: FrontierResult) -> list[tuple]:
@@ -152,7 +158,8 @@ def isoflop_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
                    label="vertex: N_opt"),
         ]
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-        fig.colorbar(sm, ax=list(axes), label="budget " + COMPUTE_LABEL, shrink=0.9)
+        fig.colorbar(sm, ax=list(axes), label="budget compute (FLOPs, as counted)",
+                     shrink=0.9)
         # Below the panels: inside, it would hide the curves of some budget.
         fig.legend(handles=handles, loc="outside lower center", frameon=False,
                    ncols=4 if len(keys) > 1 else 2)
@@ -208,7 +215,7 @@ def optimal_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
                                    edgecolor=st["color"], linewidth=0.9, zorder=3)
                 ax.set_xscale("log")
                 ax.set_yscale("log")
-                ax.set_xlabel(COMPUTE_LABEL)
+                ax.set_xlabel(_compute_label(result))
                 ax.set_ylabel(ylabel)
                 sym = "N" if name == "a" else "D"
                 ax.set_title(rf"{_title(by, key)}: ${sym}_{{opt}} \propto C^{name}$",
@@ -245,7 +252,7 @@ def loss_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
                 colour = colours[arch]
                 bands = _rows(result.bands, by, key)
                 bd = bands[bands["method"] == "approach3"].sort_values("compute")
-                c_max = float(_rows(result.runs, by, key)["_budget_compute"].max())
+                c_max = float(_rows(result.runs, by, key)["_axis_budget_compute"].max())
                 ax.axvline(c_max, color=colour, lw=0.8, ls=":")
                 if bd.empty:
                     notes.append(f"{arch}: approach 3 not fitted")
@@ -260,13 +267,12 @@ def loss_figure(result: FrontierResult, out_dir: Path) -> list[Path]:
                     good = np.isfinite(bd["loss_low"])
                     ax.fill_between(bd["compute"][good], bd["loss_low"][good],
                                     bd["loss_high"][good], color=colour, alpha=0.18, lw=0)
-                prof = _rows(result.profiles, by, key) if not result.profiles.empty else None
-                if prof is not None and len(prof):
-                    ok = prof[prof["status"] == "ok"]
-                    ax.scatter(ok["compute"], ok["loss_opt"], color=colour, marker="s", s=20,
-                               edgecolor="white", linewidth=0.5, zorder=3)
+                pts = _rows(result.frontier, by, key)
+                vertices = pts[pts["method"] == "approach2"]
+                ax.scatter(vertices["compute"], vertices["loss_opt"], color=colour, marker="s",
+                           s=20, edgecolor="white", linewidth=0.5, zorder=3)
             ax.set_xscale("log")
-            ax.set_xlabel(COMPUTE_LABEL)
+            ax.set_xlabel(_compute_label(result))
             ax.set_ylabel(f"{result.loss_label} at N_opt")
             label = ", ".join(f"{c} {v}" for c, v in zip(rest, panel, strict=True)
                               if v != "all") or "all runs"

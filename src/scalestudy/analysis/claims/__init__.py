@@ -293,6 +293,7 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "architecture's a by "
       "approach 2 (IsoFLOP parabolas per grid budget, their vertices' log-log slope on "
       "compute; analysis/frontier.py) minus the reference's, with a percentile interval "
+      "(t-expanded by the fewer budgets - 2) "
       "from the two fits' bootstrap replicates (runs resampled within each budget; with "
       "one seed this resamples sizes, not seeds), at the study's level divided by the "
       "number of architectures compared (Bonferroni). Holds when some difference's "

@@ -24,7 +24,8 @@ its selection is not part of the interval.
 `exponent_differs`: an architecture's compute-optimal size grows with compute
 at a different rate than the reference's: a of N_opt ∝ C^a by Hoffmann et
 al.'s approach 2 (IsoFLOP parabolas, analysis/frontier.py), per prior, each
-architecture's a minus the reference's with a percentile interval from the two
+architecture's a minus the reference's with a percentile interval
+(t-expanded by the fewer budgets - 2) from the two
 fits' bootstrap replicates (runs resampled within each budget; the two fits
 resample independently, so replicate i of one is paired with replicate i of the
 other), at the Bonferroni level over the architectures compared. Simplified:
@@ -41,7 +42,7 @@ import pandas as pd
 from ...architectures import ARCHITECTURES
 from ..frontier import frontier
 from ..frontier_study import fit_table, study_table
-from ..stats import percentile_ci
+from ..stats import expanded_ci
 from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Scope, Study, fmt, ok, stat_text
 from .stats import mean_difference
 
@@ -139,7 +140,8 @@ def exponent_differs(study: Study, reference: str, method: str = "approach2") ->
             continue
         k = min(len(b) for b in boots)
         diff = boots[0][:k] - boots[1][:k]
-        low, high = percentile_ci(diff, ci)
+        # The fits' own intervals: t-expanded by each line's budgets - 2.
+        low, high = expanded_ci(diff, ci, min(r["n_points"] for r in rows) - 2)
         d = {"estimate": rows[0]["a"] - rows[1]["a"], "low": low, "high": high, "status": "ok"}
         texts.append(stat_text(d, f"a({arch}) - a({reference}) at {ci:.4g}"))
         verdict = HOLDS if (low > 0 or high < 0) else UNDECIDED
