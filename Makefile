@@ -5,7 +5,8 @@ BIN   := $(CURDIR)/$(VENV)/bin
 # The CPU wheel of torch; on a GPU machine: make TORCH=torch study
 DEFAULT_TORCH := torch==2.13.0
 TORCH ?= $(DEFAULT_TORCH)
-CORES ?= 2
+# Every core the machine offers; each job trains on one torch thread.
+CORES ?= $(shell nproc)
 
 export PATH := $(BIN):$(PATH)
 
@@ -20,11 +21,15 @@ ifneq ($(TORCH),$(BUILT_TORCH))
 $(VENV)/.installed: FORCE
 endif
 
-$(VENV)/.installed: pyproject.toml
+# Everything but torch at the exact versions of requirements/lock.txt, so that a
+# clone installs the same packages next year; the package itself without
+# resolving again.
+$(VENV)/.installed: pyproject.toml requirements/lock.txt
 	[ "$(TORCH)" = "$(BUILT_TORCH)" ] || rm -rf $(VENV)
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -r requirements/lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	echo "$(TORCH)" > $(VENV)/.torch
 	touch $@
 

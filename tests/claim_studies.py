@@ -5,6 +5,7 @@ anywhere) on a preset's grid. No training: records only."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -114,23 +115,33 @@ def preset_grid(name: str) -> tuple[dict, str, bool]:
 
 
 def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float = 0.03,
-               alpha: float = 0.05, variant_alpha: dict | None = None) -> pd.DataFrame:
+               alpha: float = 0.05, variant_alpha: dict | None = None,
+               downstream_alpha: dict | None = None,
+               acc_shift: Callable[[str, str, str], float] | None = None) -> pd.DataFrame:
     """Records of a study with no effect anywhere: every architecture and prior
     has the same law, error 0.8 (N/1e4)^-alpha and upstream loss 4 (N/1e4)^-alpha
     with log-normal noise `noise` per run, compute proportional to N (so the same
     exponent on every x axis), every run ok. `variant_alpha` (arch -> alpha)
-    changes named architectures' exponent (the equivalence claim's null)."""
+    changes named architectures' exponent (the equivalence claim's null).
+
+    Planted effects (tests/test_claim_power.py), none by default:
+    `downstream_alpha` (arch -> alpha) sets named architectures' exponent of
+    their task runs' error only (their upstream loss keeps `variant_alpha`'s or
+    `alpha`), and `acc_shift(arch, prior, size)` is added to every task run's
+    test accuracy (after the noise; the same draws of `rng` either way)."""
     variant_alpha = variant_alpha or {}
+    downstream_alpha = downstream_alpha or {}
     rows = []
     for task in grid["tasks"]:
         own = task_grid(grid, task)
         for arch, size, prior, seed in itertools.product(own["archs"], own["sizes"],
                                                          own["priors"], own["seeds"]):
             n = PARAMS[size] / 1e4
-            a = variant_alpha.get(arch, alpha)
+            a = downstream_alpha.get(arch, variant_alpha.get(arch, alpha))
             stage = PRIORS[prior].needs
+            shift = acc_shift(arch, prior, size) if acc_shift else 0.0
             row = _row(task, arch, size, prior, seed, protocol,
-                       test_acc=1 - 0.8 * n ** -a * np.exp(rng.normal(0, noise)))
+                       test_acc=1 - 0.8 * n ** -a * np.exp(rng.normal(0, noise)) + shift)
             if stage is not None:
                 row["pretrain_flops"] = 1000 * PARAMS[size]
                 row["pretrain_seed"] = seed if per_seed else 0
