@@ -526,3 +526,47 @@ def test_runs_section_names_the_runs_that_stopped_at_their_cap_not_their_plateau
     assert "1 reached their max_steps cap first and may not have converged:" in text
     fixed = "\n".join(report.runs_markdown(data.assign(stopped_by="max_steps")))
     assert "plateau" not in fixed and "6 ok" in fixed
+
+
+def _difference_coverage(n_sizes: int, seeds: int, shared: float, paired: bool, reps: int,
+                         n_boot: int) -> float:
+    """Coverage of the 95% interval of alpha_a - alpha_b (0.30 - 0.25) over `reps`
+    studies: 5% log noise per run, a share `shared` of its variance common to the
+    two architectures' runs of the same (size, seed); unpaired, b's runs have
+    other seeds (independent draws, Welch-Satterthwaite df)."""
+    from scalestudy.analysis.claims.stats import Law, alpha_difference
+
+    lx = np.repeat(np.log(np.logspace(6, 9, n_sizes)), seeds)
+    sizes = np.repeat([f"s{i}" for i in range(n_sizes)], seeds)
+    hits = []
+    for rep in range(reps):
+        rng = np.random.default_rng(rep)
+        common = rng.normal(0, 0.05 * np.sqrt(shared), lx.size)
+        own = rng.normal(0, 0.05 * np.sqrt(1 - shared), (2, lx.size))
+        pts = []
+        for k, (alpha, offset) in enumerate(((0.30, 0), (0.25, 0 if paired else 10))):
+            ly = np.log(2.0) - alpha * lx + common + own[k]
+            pts.append(pd.DataFrame({
+                "size": sizes, "seed": np.tile(np.arange(seeds), n_sizes) + offset,
+                "stage": "scratch", "pretrain_seed": np.nan, "x": np.exp(lx),
+                "y": np.exp(ly), "lx": lx, "ly": ly}))
+        d = alpha_difference(*pts, Law("error"), ("a", "b"), n_boot=n_boot, seed=rep)
+        hits.append(d["low"] <= 0.05 <= d["high"])
+    return float(np.mean(hits))
+
+
+@pytest.mark.parametrize("n_sizes, seeds", [(3, 2), (3, 3)])
+def test_difference_of_exponents_covers_at_its_level(n_sizes, seeds):
+    """300 studies a design, paired with half the noise shared (the slow test:
+    2,000 at more designs). Measured: see docs/analysis.md."""
+    assert _difference_coverage(n_sizes, seeds, 0.5, True, reps=300, n_boot=200) >= 0.93
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_sizes, seeds, shared, paired", [
+    (3, 2, 0.5, True), (3, 3, 0.5, True), (5, 2, 0.5, True), (3, 2, 0.0, False),
+    (3, 3, 0.0, False), (5, 2, 0.0, False)])
+def test_difference_of_exponents_covers_at_its_level_measured(n_sizes, seeds, shared, paired):
+    coverage = _difference_coverage(n_sizes, seeds, shared, paired, reps=2000, n_boot=1000)
+    print(f"\n{n_sizes}x{seeds} shared {shared} paired {paired}: {coverage:.3f}")
+    assert coverage >= 0.94
