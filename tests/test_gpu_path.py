@@ -715,7 +715,8 @@ def makefile_copy(tmp_path: Path, built_with: str | None) -> Path:
     """The Makefile in a directory whose virtualenv is up to date, built with
     the torch spec `built_with` (None: a virtualenv from before the record)."""
     tmp_path.mkdir()
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "requirements/lock.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text())
     (tmp_path / "tools").symlink_to(ROOT / "tools")
     venv = tmp_path / ".venv"
@@ -723,7 +724,8 @@ def makefile_copy(tmp_path: Path, built_with: str | None) -> Path:
     if built_with is not None:
         (venv / ".torch").write_text(built_with + "\n")
     (venv / ".installed").touch()
-    newer = (tmp_path / "pyproject.toml").stat().st_mtime + 1
+    newer = max((tmp_path / name).stat().st_mtime
+                for name in ("pyproject.toml", "requirements/lock.txt")) + 1
     os.utime(venv / ".installed", (newer, newer))
     return tmp_path
 
