@@ -27,7 +27,9 @@ def snakemake(workdir: Path, *args: str, kill_at: str = "") -> subprocess.Comple
     env.pop(ENV, None)
     if kill_at:
         env[ENV] = kill_at
-    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+    # Job descriptions on (the default profile's console leaves them out).
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "host",
+                           *args],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
 
 

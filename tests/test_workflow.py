@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
+        # Job descriptions on: these tests read the job blocks the default
+        # profile's console leaves out (quiet: rules).
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "host", *args],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
     )
 
@@ -217,7 +219,7 @@ def test_a_killed_study_finishes_when_run_again_keeping_finished_runs(workdir):
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     study = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile",
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "host", "--configfile",
          "config/studies/smoke.yaml"], cwd=workdir, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = workdir / "results/smoke/runs"
@@ -239,3 +241,16 @@ def test_a_killed_study_finishes_when_run_again_keeping_finished_runs(workdir):
     collected = pd.read_parquet(workdir / "results/smoke/runs.parquet")
     assert set(collected["status"]) == {"ok"}
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # none retrained
+
+
+def test_the_default_console_shows_counts_not_job_descriptions(workdir):
+    """The workstation profile (quiet: rules) prints the job counts and progress,
+    not a description of every job (thousands of lines for a study)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (done.stdout + done.stderr).splitlines()
+    assert any(line.startswith("Job stats") for line in lines)
+    blocks = [line for line in lines if line.strip().startswith(("rule ", "localrule "))]
+    assert not blocks, blocks[:3]
