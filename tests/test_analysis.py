@@ -24,6 +24,7 @@ from scalestudy.analysis.claims import CLAIMS
 from scalestudy.analysis.claims.check import HOLDS
 from scalestudy.analysis.figures import (
     FIGURES,
+    NO_FRONTIER,
     Grid,
     draw,
     figure_names,
@@ -429,6 +430,11 @@ def _bars(ax, gid: str) -> np.ndarray:
                      for seg in np.asarray(coll.get_segments(), dtype=object)])
 
 
+def of_runs_and_fits(tasks) -> list[str]:
+    """The figures drawn from the runs and fits (every one but the frontier's)."""
+    return [stem for stem, (fig, _) in figure_names(tasks).items() if not fig.from_frontier]
+
+
 def _index_rows(path: Path) -> dict[str, tuple[str, str]]:
     """index.md's table: figure -> (file column, notes column)."""
     rows = {}
@@ -443,9 +449,10 @@ def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp
     runs, fits = study
     paths = draw.plot_all(runs, fits, tmp_path)
     tasks = ["listops", "text"]
-    # Every figure has data (loss_vs_depth too: the synthetic runs grow depth at a
-    # fixed width of 64; heldout_prediction: two sizes refit each log-log law).
-    expected = list(figure_names(tasks))
+    # Every figure of the runs and fits has data (loss_vs_depth too: the synthetic
+    # runs grow depth at a fixed width of 64; heldout_prediction: two sizes refit
+    # each log-log law); the frontier's need budgets, and say so.
+    expected = of_runs_and_fits(tasks)
     assert paths.drawn == expected
     assert paths[-1] == tmp_path / "index.md"
     assert sorted(paths[:-1]) == sorted(tmp_path / f"{n}.{e}" for n in expected
@@ -454,6 +461,7 @@ def test_plot_all_writes_the_figures_with_data_and_indexes_the_others(study, tmp
         assert path.stat().st_size > 1000, path
     rows = _index_rows(tmp_path / "index.md")
     assert list(rows) == list(figure_names(tasks))
+    assert rows["frontier_loss"] == ("not drawn", NO_FRONTIER)
     assert rows["error_vs_compute"][0] == ("[error_vs_compute.png](error_vs_compute.png), "
                                            "[error_vs_compute.pdf](error_vs_compute.pdf), "
                                            "[error_vs_compute.csv](error_vs_compute.csv)")
@@ -511,6 +519,7 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
         "downstream_vs_upstream":
             "no runs finetuned from upstream pretraining: the study has no `upstream` prior",
         "spt_vs_matched": "no `scratch_matched` runs: the study's priors lack it",
+        **dict.fromkeys(["frontier_isoflop", "frontier_optimal", "frontier_loss"], NO_FRONTIER),
     }
     assert not any(e.notice for e in out.entries.values())
     rows = _index_rows(tmp_path / "index.md")
@@ -792,13 +801,17 @@ def test_workflow_declares_the_figures_its_grid_feeds():
         grid = {**config["grid"], **preset.get("grid", {})}
         protocol = {**config["train"], **preset.get("train", {})}["protocol"]
         return set(grid_figures(Grid.of(
-            grid["tasks"], grid["archs"], grid["sizes"], grid["priors"], protocol)))
+            grid["tasks"], grid["archs"], grid["sizes"], grid["priors"], protocol,
+            budgeted=bool(grid["budgets"]))))
 
-    every = set(list(figure_names(["listops"])))
+    every = set(of_runs_and_fits(["listops"]))
     assert declared("workstation") == every - {"loss_vs_depth"}
-    every_task = set(list(figure_names(TASKS)))  # the smoke study has every LRA task
+    every_task = set(of_runs_and_fits(TASKS))  # the smoke study has every LRA task
     assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
+    # A study with budgets: the frontier's figures too (and the others' notices).
+    frontier = {"frontier_isoflop", "frontier_optimal", "frontier_loss"}
+    assert frontier <= declared("frontier") and not frontier & declared("workstation")
     assert {stem: (fig.name, task) for stem, (fig, task) in grid_figures(Grid.of(
         ["listops"], ["transformer"], ["xxs", "xs"], ["random"], "depth")).items()} == {
         "error_vs_compute": ("error_vs_compute", None),
@@ -1123,10 +1136,12 @@ def test_figures_from_cache_regenerates_everything_without_torch(tmp_path):
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # Every figure has data, so every figure is drawn.
+    # Every figure of the runs and fits has data, so each is drawn (the runs have
+    # no budgets: no frontier).
     rows = _index_rows(out / "figures" / "index.md")
     drawn = [name for name, (file_col, _) in rows.items() if file_col != "not drawn"]
-    assert drawn == list(figure_names(["listops"]))
+    assert drawn == of_runs_and_fits(["listops"])
+    assert not (out / "frontier").exists()
     for name in drawn:
         for ext in ("png", "pdf"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
@@ -1294,11 +1309,10 @@ def test_the_frontier_cache_gives_s4_all_three_approaches():
     reaches below 0); the transformer's lowest losses sit at the edge of its
     sizes at two of its four budgets, so its approach 2 is refused (refitted here
     as the workflow's frontier rule fits it)."""
-    from scalestudy.analysis.frontier import frontier
-    from scalestudy.analysis.frontier_study import fit_table
+    from scalestudy.analysis.frontier.stage import study_frontier
 
     runs = read_records(ROOT / "data" / "cache" / "frontier.parquet")
-    result = frontier(fit_table(runs), n_boot=200, figures=False, quiet=True)
+    result = study_frontier(runs, n_boot=200, quiet=True)
     fits = result.fits.set_index(["method", "arch", "prior"])
     for method in ("approach1", "approach2", "approach3"):
         row = fits.loc[(method, "s4", "upstream")]

@@ -2,7 +2,7 @@
 each size ran at several budgets, and a per-size fit, figure or claim would
 pool them as if they were seeds. The fits say so, the figures draw a notice
 saying so, and the per-size claims leave the budgeted runs out; the frontier
-(analysis/frontier_study.py) and its claims read them."""
+(analysis/frontier/), its figures and its claims read them."""
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,7 @@ def test_a_figure_of_budgeted_runs_is_not_drawn_and_says_why(name, tmp_path):
     fits = fit_study(runs, n_boot=20, n_boot_saturating=5)
     with pytest.raises(NotDrawn, match="budgeted runs") as err:
         FIGURES[name].draw(runs, fits, tmp_path, tasks=["listops"])
-    assert "frontier/" in str(err.value)
+    assert "the study's figures are the frontier's (frontier_isoflop" in str(err.value)
     fig, ax = plt.subplots()
     with pytest.raises(NotDrawn, match="budgeted runs"):
         FIGURES[name].panel(ax, runs, fits)

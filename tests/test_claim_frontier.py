@@ -127,3 +127,29 @@ def test_exponent_needs_three_budgets_and_the_reference():
     scopes = exponent_verdict(alone)
     assert [s.verdict for s in scopes] == [NO_DATA]
     assert "no transformer runs" in scopes[0].measurement
+
+
+def test_the_exponent_claim_reads_the_frontier_the_stage_wrote(tmp_path):
+    """The claim's a and its interval are the frontier's own (frontier_fits.csv's),
+    whether it is given the stage's result, reads it back from the stage's
+    directory, or, given none, fits approach 2 as the stage does (each approach
+    draws its own random stream, so alone it is the stage's)."""
+    from scalestudy.analysis.claims.check import fmt
+    from scalestudy.analysis.frontier.result import FrontierResult
+    from scalestudy.analysis.frontier.stage import study_frontier, write_frontier
+
+    swapped = {**CHINCHILLA, "alpha": CHINCHILLA["beta"], "beta": CHINCHILLA["alpha"]}
+    runs = surface_records({"transformer": CHINCHILLA, "s4": swapped})
+    stage = study_frontier(runs, n_boot=50, n_polish=16, quiet=True)
+    write_frontier(stage, tmp_path / "frontier", figures=False)
+    read = FrontierResult.read(tmp_path / "frontier")
+
+    def measurement(frontier):
+        study = Study.of(runs, pd.DataFrame(), frontier, n_boot=50, ci=0.95, seed=0)
+        (scope,) = CLAIMS["frontier_exponent_differs"].scopes(study)
+        return scope.measurement
+
+    given = measurement(stage)
+    s4 = stage.fit("approach2", arch="s4", prior="upstream")
+    assert f"a(s4) = {fmt(s4['a'], s4['a_low'], s4['a_high'])}" in given
+    assert measurement(read) == given == measurement(None)

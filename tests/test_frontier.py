@@ -1,5 +1,5 @@
 """Tests for scalestudy.analysis.frontier: Hoffmann et al. 2022's three approaches to the
-compute-optimal frontier, against known truth.
+compute-optimal frontier, against known truth, and the stage that writes them.
 
 The synthetic world is L(N, D) = E + A/N^alpha + B/D^beta with Hoffmann et al.'s
 published approach-3 constants, so the truth is known in closed form:
@@ -50,7 +50,9 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from scalestudy.analysis.frontier import frontier, main
+from scalestudy.analysis.frontier.result import FILES, FrontierResult
+from scalestudy.analysis.frontier.stage import frontier
+from scalestudy.commands import run_command
 
 CHINCHILLA_CSV = Path(__file__).parent / "data/chinchilla/svg_extracted_data.csv"
 
@@ -64,7 +66,14 @@ BUDGETS = np.logspace(17, 19.5, 6)  # FLOPs, half a decade apart
 OFFSETS = [0.1, -0.15, 0.05, 0.2, -0.1, 0.0]  # decades: sizes not centred on the optimum
 N_SIZES, HALF_WIDTH = 7, 0.6  # 7 sizes per budget over +-0.6 decades
 
-# Documented output columns (module docstring), written out here, not imported.
+
+
+def main(argv: list[str]) -> int:
+    """`scalestudy frontier ARGV...`: 0 on success, 2 on bad input."""
+    return run_command(["frontier", *argv])
+
+
+# Documented output columns (result.py's docstring), written out here, not imported.
 FRONTIER_COLS = ["method", "arch", "compute_axis", "compute", "n_opt", "d_opt", "loss_opt",
                  "n_sizes"]
 FITS_COLS = [
@@ -566,6 +575,45 @@ def test_no_partial_output_on_error(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["old"]
 
 
+def test_the_stage_swaps_in_its_directory_and_it_reads_back_as_written(tmp_path):
+    """The stage's directory is replaced whole (a file of an earlier result is
+    gone), and what the figures and claims read back from it is what the stage
+    computed: every table, the runs with their budgets, each fit's replicates
+    of a, to the last bit."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "frontier_loss.png").write_text("an earlier result's figure\n")
+    table = pd.concat([isoflop_table(noise=0.003), _bad_budgets()], ignore_index=True)
+    res = frontier(table, out, n_boot=20, n_polish=16, figures=False, quiet=True)
+    assert sorted(os.listdir(out)) == sorted(FILES) and res.paths == [out / n for n in FILES]
+    back = FrontierResult.read(out)
+    for name in ("frontier", "fits", "excluded", "bands", "profiles"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(res, name),
+                                      check_dtype=False)
+    columns = list(back.runs.columns)
+    pd.testing.assert_frame_equal(back.runs, res.runs[columns].reset_index(drop=True),
+                                  check_dtype=False)
+    assert set(columns) >= {"arch", "_budget", "_budget_compute", "_axis_budget_compute"}
+    assert back.exponent_replicates.keys() == res.exponent_replicates.keys()
+    for key, replicates in res.exponent_replicates.items():
+        assert np.array_equal(back.exponent_replicates[key], replicates), key
+    assert (back.by, back.compute_axis) == (res.by, res.compute_axis)
+    with pytest.raises(ValueError, match="not a frontier's directory"):
+        FrontierResult.read(tmp_path)
+
+
+def test_a_directory_that_is_not_a_frontier_s_is_never_replaced(tmp_path):
+    study = tmp_path / "results" / "default"  # --out-dir mistyped: a study's results
+    study.mkdir(parents=True)
+    (study / "runs.parquet").write_text("a study's runs\n")
+    args = ["--n-boot", "0", "--no-figures"]
+    table = tmp_path / "runs.csv"
+    isoflop_table().to_csv(table, index=False)
+    assert main([str(table), "--out-dir", str(study), *args]) == 2
+    assert os.listdir(study) == ["runs.parquet"]
+    assert sorted(os.listdir(tmp_path)) == ["results", "runs.csv"]  # nothing staged left
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -585,9 +633,11 @@ def test_main_reads_csv_and_parquet_alike(tmp_path, capsys):
     outs = {}
     for d in ("a", "b"):
         names = sorted(os.listdir(tmp_path / d))
-        assert names == ["excluded.csv", "frontier.csv", "frontier_bands.csv",
-                         "frontier_fits.csv", "frontier_profiles.csv"]
-        outs[d] = {n: pd.read_csv(tmp_path / d / n) for n in names}
+        assert names == sorted(["excluded.csv", "frontier.csv", "frontier_bands.csv",
+                                "frontier_fits.csv", "frontier_profiles.csv",
+                                "frontier_runs.csv", "frontier_replicates.csv",
+                                "frontier.json"]) == sorted(FILES)
+        outs[d] = {n: pd.read_csv(tmp_path / d / n) for n in names if n.endswith(".csv")}
         assert list(outs[d]["frontier.csv"].columns) == FRONTIER_COLS
         assert list(outs[d]["frontier_fits.csv"].columns) == FITS_COLS
         assert list(outs[d]["excluded.csv"].columns) == EXCLUDED_COLS
@@ -725,7 +775,7 @@ def test_import_does_not_load_torch_or_matplotlib():
     src = Path(__file__).resolve().parents[1] / "src"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src),
                                                         os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys, scalestudy.analysis.frontier; "
+    code = ("import sys, scalestudy.analysis.frontier.stage; "
             "bad = {'torch', 'lightning', 'matplotlib'} & set(sys.modules); "
             "print(sorted(bad)); sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

@@ -1,10 +1,10 @@
-"""A study's runs as the frontier's table (analysis/frontier_study.py), on
+"""A study's runs as the frontier's table (analysis/frontier/study.py), on
 hand-built records: which runs enter, with which loss, compute, tokens and N."""
 
 import numpy as np
 import pandas as pd
 
-from scalestudy.analysis.frontier_study import fit_table, study_table
+from scalestudy.analysis.frontier.study import fit_table, study_table
 
 
 def record(**values) -> dict:

@@ -43,10 +43,28 @@ def test_the_study_and_the_analysis_import_no_torch():
 
 def test_the_dag_imports_no_matplotlib():
     """The figure registry (read on every Snakemake invocation) leaves matplotlib
-    to the figure modules."""
-    code = ("import sys, scalestudy.study, scalestudy.analysis.figures; "
-            "assert 'matplotlib' not in sys.modules")
+    to the figure modules, and the frontier's rules read the frontier's file
+    names alone."""
+    code = ("import sys, scalestudy.study, scalestudy.analysis.figures, "
+            "scalestudy.analysis.frontier.result; assert 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_dry_run_of_a_budgeted_study_imports_no_matplotlib(tmp_path):
+    """Every rule file parsed, the frontier's included: a dry run of the
+    frontier preset (a study with budgets) in this interpreter loads no
+    matplotlib."""
+    from test_configs import workflow_copy
+
+    code = ("import sys; from snakemake.cli import main; "
+            "sys.argv = ['snakemake', '-n', '--cores', '1', '--configfile', "
+            "'config/studies/frontier.yaml']\n"
+            "try:\n    main()\nexcept SystemExit as done:\n    assert not done.code, done\n"
+            "assert 'matplotlib' not in sys.modules, 'the DAG imported matplotlib'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=workflow_copy(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "frontier_figure" in done.stdout  # the frontier's rules were parsed
 
 
 NAMES = set(ARCHITECTURES) | set(PRIORS) | set(STAGES) | set(TASKS)
@@ -67,53 +85,88 @@ def test_no_module_compares_against_a_registered_name():
     assert not hits, "\n".join(hits)
 
 
-def _imports(name: str, text: str) -> set[str]:
-    """The scalestudy modules a module imports at its top level."""
-    package = ("scalestudy." + name.removesuffix(".py").replace("/", ".")).removesuffix(
-        ".__init__")
-    if not name.endswith("__init__.py"):
-        package = package.rsplit(".", 1)[0]
-    out = set()
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-            else:
+def module_names() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its own)."""
+    names = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """The scalestudy modules each module imports, anywhere in it (at its top,
+    inside functions, under conditions), relative imports resolved. `from P
+    import x` imports P.x when that is a module, else P (x is a name of P's
+    __init__); `import P.Q` imports P.Q."""
+    names = module_names()
+    graph = {}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
-            if node.level and not node.module:  # from . import submodule
-                out |= {f"{base}.{a.name}" for a in node.names}
-            elif node.level:
-                out.add(f"{base}.{node.module}")
-            elif base.startswith("scalestudy"):
-                out.add(base)
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("scalestudy")}
-    return out
+                if node.level:
+                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in names else base
+                          for alias in node.names}
+        graph[name] = {m for m in found if m in names and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph (its modules, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt, [*path, nxt])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node, [node])):
+            return cycle
+    return None
 
 
 def test_no_import_cycle():
-    """Module-level imports between scalestudy's modules form no cycle (the CLI
-    and the warm server, which used to import each other, included)."""
-    graph = {}
-    for name, text in modules():
-        module = "scalestudy." + name.removesuffix(".py").replace("/", ".")
-        graph[module.removesuffix(".__init__")] = _imports(name, text)
-    state: dict[str, int] = {}
-
-    def visit(node, path):
-        if state.get(node) == 1:
-            raise AssertionError("import cycle: " + " -> ".join([*path, node]))
-        if state.get(node) == 2 or node not in graph:
-            return
-        state[node] = 1
-        for nxt in graph[node]:
-            visit(nxt, [*path, node])
-        state[node] = 2
-
-    for node in graph:
-        visit(node, [])
+    """No cycle among scalestudy's modules, counting every import: at a
+    module's top and inside its functions (an import deferred into a function
+    still ties the two modules together). The rule, exactly: module A imports B
+    when A holds `import B`, `from B import name` (name not a module), or `from
+    P import x` with B = P.x a module; relative imports are resolved first.
+    Importing P.x also runs P's __init__, but that implicit import is not an
+    edge: a package's __init__ may import its own submodules (`from . import
+    text` in tasks/__init__.py, `from .checks import validate` in
+    study/__init__.py), and a submodule may import its siblings (`from . import
+    pycorpus` in tasks/text.py imports the module pycorpus, not tasks), as long
+    as none of them imports the package back (`from . import TASKS`, a name of
+    its __init__, would close a cycle). Modules loaded by name at run time
+    (importlib: the registries' figure, task and model modules) are not seen."""
+    graph = import_graph()
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
     assert "scalestudy.commands" in graph["scalestudy.cli"]
     assert "scalestudy.cli" not in graph["scalestudy.warm"]
+
+
+def test_the_cycle_finder_finds_function_level_and_package_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"p": {"p.x"}, "p.x": set()}) is None
+    graph = import_graph()
+    # Imports inside functions count, and a package's names are imports of it.
+    assert "scalestudy.notebook" in graph["scalestudy"]  # open_study, on first use
+    assert "scalestudy.analysis" in graph["scalestudy.analysis.claims.check"]  # X_AXES
+    assert "scalestudy.tasks.pycorpus" in graph["scalestudy.tasks.text"]
 
 
 def test_every_registry_entry_is_named_once_and_looks_itself_up():

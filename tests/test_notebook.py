@@ -29,6 +29,7 @@ from scalestudy.records import write_frame  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "data" / "cache" / "workstation.parquet"
 DEEP = ROOT / "data" / "cache" / "deep_fixup.parquet"
+BUDGETED = ROOT / "data" / "cache" / "frontier.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,12 @@ def depth_runs() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
+def frontier_study():
+    """The cached frontier study (budgets): its frontier fitted on first use."""
+    return scalestudy.open_study(BUDGETED, n_boot=10, n_boot_saturating=0)
+
+
+@pytest.fixture(scope="module")
 def depth_study(tmp_path_factory):
     path = tmp_path_factory.mktemp("depth") / "runs.parquet"
     write_frame(depth_runs(), path)
@@ -128,24 +135,34 @@ PANELS = [
     ("heldout_prediction", {"metric": "alpha_UD", "task": "listops"},
      "listops error vs upstream loss: αU,D"),
     ("accuracy_vs_size", {"task": "listops", "arch": "s4"}, "s4"),
+    ("frontier_isoflop", {"arch": "s4", "prior": "upstream"}, "s4/upstream"),
+    ("frontier_optimal", {"arch": "lconv", "prior": "upstream (listops)", "quantity": "d_opt"},
+     "lconv/upstream (listops)/d_opt"),
+    ("frontier_loss", {"prior": "upstream"}, "upstream"),
 ]
 
 
 @pytest.fixture(scope="module")
-def whole(study, depth_study, tmp_path_factory):
+def whole(study, depth_study, frontier_study, tmp_path_factory):
     """Each figure of PANELS as its `draw` makes it (kept open, not saved), by
     name, with the study it was drawn from."""
     out = tmp_path_factory.mktemp("whole")
     figures = {}
+
+    def study_of(name):
+        if FIGURES[name].from_frontier:
+            return frontier_study
+        return depth_study if name == "loss_vs_depth" else study
+
     with pytest.MonkeyPatch.context() as mp:
         for name in FIGURES:  # every figure module saves through output.save
             mp.setattr(f"scalestudy.analysis.figures.{name}.save",
                        lambda fig, out_dir, stem, *a, **k: figures.__setitem__(stem, fig))
         for name in dict.fromkeys(name for name, _, _ in PANELS):
-            s = depth_study if name == "loss_vs_depth" else study
-            FIGURES[name].draw(s.runs, s.fits, out, tasks=["listops"], task="listops")
-    yield {name: (figures[name if name in figures else f"{name}_listops"],
-                  depth_study if name == "loss_vs_depth" else study)
+            s = study_of(name)
+            FIGURES[name].draw(s.runs, s.fits, out, tasks=["listops"], task="listops",
+                               frontier=s.frontier if FIGURES[name].from_frontier else None)
+    yield {name: (figures[name if name in figures else f"{name}_listops"], study_of(name))
            for name in FIGURES}
     plt.close("all")
 
@@ -155,7 +172,8 @@ def test_every_figure_has_a_panel_function(study):
     assert dir(study.plot) == sorted(FIGURES)
     for name, figure in FIGURES.items():
         shown = inspect.signature(getattr(study.plot, name))
-        axes, _, _, *which = inspect.signature(figure.module.panel).parameters
+        axes, *rest = inspect.signature(figure.module.panel).parameters
+        which = rest[len(figure.inputs):]  # after the runs and fits, or the frontier
         assert list(shown.parameters) == [axes, *which]  # the module's panel's own
         for param, default in figure.params.items():  # the registry's, as defaults
             assert shown.parameters[param].default == default
@@ -207,6 +225,34 @@ def test_a_panel_without_data_says_why(study, depth_study):
     with pytest.raises(ValueError, match="both a task and a prior"):
         study.plot.alpha_per_arch(ax, task="listops")
     plt.close(fig)
+
+
+def test_a_frontier_panel_needs_budgets_and_names_the_groups(study, frontier_study):
+    fig, ax = plt.subplots()
+    with pytest.raises(NotDrawn, match="no frontier: it is fitted on a study's budgeted runs"):
+        study.plot.frontier_isoflop(ax, arch="s4")  # the workstation study has no budgets
+    with pytest.raises(ValueError, match="2 groups match .*arch s4, prior upstream;"):
+        frontier_study.plot.frontier_isoflop(ax, arch="s4")  # which prior?
+    with pytest.raises(ValueError, match="quantity: got 'x', accepted: n_opt, d_opt"):
+        frontier_study.plot.frontier_optimal(ax, arch="s4", prior="upstream", quantity="x")
+    plt.close(fig)
+
+
+def test_a_results_directory_s_frontier_is_read(frontier_study, tmp_path):
+    """The workflow's frontier/ is what a study directory's frontier is, and what
+    its frontier claim reads: the same exponent and interval as fitted here."""
+    from scalestudy.analysis.frontier.stage import write_frontier
+
+    out = tmp_path / "results" / "f"
+    write_frame(frontier_study.runs, out / "runs.parquet")
+    write_frontier(frontier_study.frontier, out / "frontier", figures=False)
+    opened = scalestudy.open_study(out, n_boot=10, n_boot_saturating=0)
+    pd.testing.assert_frame_equal(opened.frontier.fits, frontier_study.frontier.fits,
+                                  check_dtype=False)
+    # The exponent claim (frontier_exponent_differs) of each.
+    mine, theirs = (s.claims[s.claims["claim"].str.startswith("An architecture's compute")]
+                    for s in (opened, frontier_study))
+    assert len(mine) and mine["measurement"].tolist() == theirs["measurement"].tolist()
 
 
 def test_an_unknown_panel_names_the_accepted(study):

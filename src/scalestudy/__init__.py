@@ -1,17 +1,21 @@
 """scalestudy: scaling-law studies of architectures and initialisation priors.
 
-Importing the package imports nothing heavy: torch and lightning are loaded only
+Importing the package imports nothing: torch and lightning are loaded only
 by the modules that train (models, tasks' tensors, train), so the analysis
 modules (records, scaling, plots) run on a machine without torch.
-`scalestudy.open_study` opens a study in a notebook (scalestudy.notebook).
+`scalestudy.open_study` opens a study in a notebook (scalestudy.notebook), and
+`scalestudy.__version__` is the installed package's version (its metadata);
+each is looked up on first use.
 """
 
-__version__ = "0.1.0"
 __all__ = ["open_study"]
 
 
 def __getattr__(name: str):
-    """`scalestudy.open_study` (the notebook API), imported on first use."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("scalestudy")
     if name == "open_study":
         from .notebook import open_study
 

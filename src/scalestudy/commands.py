@@ -2,10 +2,11 @@
 `run_command`, which runs one in this process.
 
 The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
-`fit`, `figure`, `figure-index`, `tables` and `claims`; `analyse` regenerates a
-cached study's outputs, `frontier` fits the compute-optimal frontier of any
-table of runs, and `status` says where a running study stands. Each command
-imports what it needs when it runs, so the analysis commands never load torch.
+`fit`, `figure`, `figure-index`, `tables`, `claims` and, for a study with
+budgets, `frontier`; `analyse` regenerates a cached study's outputs,
+`frontier` fits the compute-optimal frontier of any table of runs too, and
+`status` says where a running study stands. Each command imports what it
+needs when it runs, so the analysis commands never load torch.
 The entry point (cli.py) first offers a command to the warm server (warm.py),
 which runs it here in a forked child.
 """
@@ -160,11 +161,19 @@ def _read(args):
         raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
 
 
+def _frontier(args):
+    """The frontier `--frontier` names (its directory), else None."""
+    from .analysis.frontier.result import FrontierResult
+
+    return None if args.frontier is None else FrontierResult.read(args.frontier)
+
+
 def cmd_plot(args) -> None:
     from .analysis.figures.draw import plot_all
 
     runs, fits = _read(args)
-    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks, workers=args.workers):
+    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks, workers=args.workers,
+                         frontier=_frontier(args)):
         print(f"wrote {path}")
 
 
@@ -174,7 +183,8 @@ def cmd_figure(args) -> None:
     from .analysis.figures.draw import draw_figure, write_entry
 
     runs, fits = _read(args)
-    entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True)
+    entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True,
+                        frontier=_frontier(args))
     write_entry(entry, args.entry)
     print(f"{args.name}: " + (", ".join(map(str, entry.files)) if entry.drawn else
                               f"not drawn ({entry.reason}); a notice stands in its place"))
@@ -205,7 +215,8 @@ def cmd_claims(args) -> None:
     from .analysis.claims import write_claims
 
     runs, fits = _read(args)
-    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
+    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
+                          frontier=_frontier(args))
     print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
 
 
@@ -224,12 +235,14 @@ def _only_study() -> Path:
 
 
 def cmd_analyse(args) -> None:
-    """fits.parquet, figures/, tables/ and claims.md of one runs file, in one process."""
+    """fits.parquet, frontier/ (runs with budgets), figures/, tables/ and
+    claims.md of one runs file, in one process."""
     import time
 
     from .analysis.claims import write_claims
     from .analysis.figures.draw import plot_all
     from .analysis.fits import fit_study, write_fits
+    from .analysis.frontier.stage import study_frontier, write_frontier
     from .analysis.tables import write_tables
     from .records import read_records
 
@@ -240,10 +253,13 @@ def cmd_analyse(args) -> None:
                      n_boot_saturating=args.n_boot_saturating)
     write_fits(fits, out / "fits.parquet")
     paths = [out / "fits.parquet"]
-    paths += plot_all(runs, fits, out / "figures", workers=args.workers)
+    frontier = study_frontier(runs, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
+    if frontier is not None:
+        paths += write_frontier(frontier, out / "frontier", figures=False)
+    paths += plot_all(runs, fits, out / "figures", workers=args.workers, frontier=frontier)
     paths += write_tables(runs, fits, out / "tables")
     checks = write_claims(runs, fits, out / "claims.md", n_boot=args.n_boot, ci=args.ci,
-                          seed=args.seed)
+                          seed=args.seed, frontier=frontier)
     paths.append(out / "claims.md")
     for path in paths:
         print(f"wrote {path}")
@@ -326,7 +342,7 @@ def _fit_options(p) -> None:
                    "params (non-embedding parameters) or flops_per_token")
     p.add_argument("--n-boot", type=int, default=1000,
                    help="bootstrap resamples of each log-log fit and of alpha_D/alpha_U "
-                   "(and, in analyse, of each claim's interval)")
+                   "(and, in analyse, of each claim's interval and of the frontier's fits)")
     p.add_argument("--ci", type=float, default=0.95,
                    help="coverage of the bootstrap confidence intervals")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
@@ -335,7 +351,9 @@ def _fit_options(p) -> None:
 def _frontier_options(p) -> None:
     p.add_argument("table", help="CSV or Parquet of runs: params, loss, compute and/or "
                                  "tokens; optional arch, prior, budget")
-    p.add_argument("--out-dir", required=True, type=Path, help="where the outputs go")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for the tables and figures, replaced whole (one "
+                   "holding other files is refused)")
     p.add_argument("--predict", nargs="+", type=float, default=[], action="extend",
                    metavar="C", help="compute budgets (FLOPs) to predict N_opt, D_opt at")
     p.add_argument("--curves", help="per-step curves for approach 1 (CSV or Parquet: run, "
@@ -365,21 +383,22 @@ def _frontier_options(p) -> None:
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
     p.add_argument("--from-runs", action="store_true",
                    help="TABLE is a study's runs.parquet: fit its budgeted runs "
-                        "(analysis/frontier_study.py; by arch and prior)")
+                        "(analysis/frontier/study.py; by arch and prior)")
 
 
 def cmd_frontier(args) -> None:
-    from .analysis import frontier
+    from .analysis.frontier.stage import frontier
+    from .analysis.frontier.study import read_fit_table
 
-    if args.from_runs:
-        from .analysis.frontier_study import fit_table
-        from .records import read_records
-
-        table = fit_table(read_records(args.table))
-        if table.empty:
-            raise ValueError(f"{args.table}: no finished budgeted run (grid.budgets) to fit")
-        args.table = table
-    frontier.run(args)
+    result = frontier(
+        read_fit_table(args.table) if args.from_runs else args.table, args.out_dir,
+        predict=args.predict, by=args.by, curves=args.curves, n_boot=args.n_boot, ci=args.ci,
+        seed=args.seed, budget_gap=args.budget_gap, max_span=args.max_span,
+        min_sizes=args.min_sizes, window=args.window, compute_axis=args.compute_axis,
+        n_polish=args.n_polish, figures=not args.no_figures, loss_label=args.loss_label,
+    )
+    print("\n".join(result.summary()))
+    print(f"wrote {len(result.paths)} files to {args.out_dir}")
 
 
 def _usable_cpus() -> int:
@@ -478,6 +497,9 @@ def parser() -> argparse.ArgumentParser:
                    help="directory for the figures (PNG and PDF)")
     p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
                    "tasks in the runs)")
+    p.add_argument("--frontier", type=Path, metavar="DIR",
+                   help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
+                   "which its figures draw; omitted for a study without budgets")
     _workers_option(p)
     p.set_defaults(func=cmd_plot)
 
@@ -492,6 +514,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--entry", required=True, type=Path,
                    help="the JSON file to write the figure's index entry to")
     p.add_argument("--tasks", nargs="+", required=True, help="the study's tasks")
+    p.add_argument("--frontier", type=Path, metavar="DIR",
+                   help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
+                   "which its figures draw; omitted for a study without budgets")
     p.set_defaults(func=cmd_figure)
 
     p = command("figure-index", "figures/index.md from the figures' entries")
@@ -517,6 +542,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ci", type=float, default=0.95,
                    help="coverage of the bootstrap confidence intervals")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    p.add_argument("--frontier", type=Path, metavar="DIR",
+                   help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
+                   "whose fits and replicates the frontier claims read; omitted for a study "
+                   "without budgets, or to fit it here as the frontier rule does")
     p.set_defaults(func=cmd_claims)
 
     p = command("frontier", "the compute-optimal frontier of a table of runs (Hoffmann et "
@@ -524,11 +553,12 @@ def parser() -> argparse.ArgumentParser:
     _frontier_options(p)
     p.set_defaults(func=cmd_frontier)
 
-    p = command("analyse", "fits, figures, tables and claims of a runs file "
+    p = command("analyse", "fits, frontier, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")
     p.add_argument("runs", type=Path, help=runs_help)
     p.add_argument("--out-dir", required=True, type=Path,
-                   help="directory for fits.parquet, figures/, tables/ and claims.md")
+                   help="directory for fits.parquet, frontier/ (runs with budgets), figures/, "
+                   "tables/ and claims.md")
     _fit_options(p)
     p.add_argument("--n-boot-saturating", type=int, default=100,
                    help="bootstrap resamples of each saturating fit (each is a refit)")

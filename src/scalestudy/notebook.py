@@ -11,13 +11,15 @@
     study.draw("error_vs_compute", "figures/")             # a whole figure's files
 
 `path` is a study's results directory (its runs.parquet, and its fits.parquet
-when the workflow wrote one) or a runs file (a cached study's
-data/cache/<name>.parquet); fits missing are fitted on first use, with the
-workflow's defaults unless `open_study` is told otherwise. `study.plot` has a
+and frontier/ when the workflow wrote them) or a runs file (a cached study's
+data/cache/<name>.parquet); fits and a frontier missing are fitted on first
+use, with the workflow's defaults unless `open_study` is told otherwise (the
+frontier only for a study with budgets: `study.frontier`). `study.plot` has a
 panel function for every registered figure (analysis/figures FIGURES): it draws
 one panel of the figure into the Axes it is given, as the figure's file draws
 it (analysis/figures/<figure>.py `panel`, which the figure's `draw` composes),
-so figures compose. Torch-free (tests/test_layout.py).
+so figures compose; the frontier's figures' panels draw `study.frontier`.
+Torch-free (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -54,14 +56,18 @@ class Panels:
         panel = figure.module.panel
 
         def draw(ax, **which):
-            return figure.panel(ax, self._study.runs, self._study.fits, **which)
+            study = self._study
+            if figure.from_frontier:
+                return figure.panel(ax, None, None, frontier=study.frontier, **which)
+            return figure.panel(ax, study.runs, study.fits, **which)
 
         # What help() and Jupyter show: the module's panel's parameters after
-        # (ax, runs, fits), by keyword, the entry's params as their defaults.
+        # the Axes and what it draws (runs and fits, or the frontier), by
+        # keyword, the entry's params as their defaults.
         signature = inspect.signature(panel)
-        axes, _, _, *which = signature.parameters.values()
+        axes, *rest = signature.parameters.values()
         which = [p.replace(kind=p.KEYWORD_ONLY, default=figure.params.get(p.name, p.default))
-                 for p in which]
+                 for p in rest[len(figure.inputs):]]
         draw.__signature__ = signature.replace(parameters=[axes, *which])
         draw.__name__ = draw.__qualname__ = name
         draw.__doc__ = panel.__doc__
@@ -69,12 +75,13 @@ class Panels:
 
 
 class Study:
-    """A study's runs, fits and claims, and its figures."""
+    """A study's runs, fits, frontier and claims, and its figures."""
 
     def __init__(self, runs: pd.DataFrame, fits: pd.DataFrame | None, source: Path,
-                 fit_options: dict):
+                 fit_options: dict, frontier_dir: Path | None = None):
         self.runs, self._fits, self.source = runs, fits, source
         self._fit_options = fit_options
+        self._frontier_dir = frontier_dir
         self.plot = Panels(self)
 
     def __repr__(self) -> str:
@@ -92,12 +99,31 @@ class Study:
         return self._fits
 
     @functools.cached_property
+    def frontier(self):
+        """The compute-optimal frontier of the study's budgeted runs (a
+        FrontierResult: the workflow's frontier/, else fitted now), or None
+        for a study without budgets."""
+        if self._frontier_dir is not None:
+            from .analysis.frontier.result import FrontierResult
+
+            return FrontierResult.read(self._frontier_dir)
+        from .analysis.frontier.stage import study_frontier
+
+        return study_frontier(self.runs, quiet=True, **self._boot_options)
+
+    @functools.cached_property
     def claims(self) -> pd.DataFrame:
         """Every check of the papers' claims, one row each (claims.md's)."""
         from .analysis.claims import evaluate
 
-        options = {k: v for k, v in self._fit_options.items() if k in ("n_boot", "ci", "seed")}
-        return evaluate(self.runs, self.fits, **options)
+        # The workflow's frontier/ when there is one; else the frontier claims fit
+        # the one approach they read, as the frontier's stage fits it.
+        frontier = self.frontier if self._frontier_dir is not None else None
+        return evaluate(self.runs, self.fits, frontier=frontier, **self._boot_options)
+
+    @property
+    def _boot_options(self) -> dict:
+        return {k: v for k, v in self._fit_options.items() if k in ("n_boot", "ci", "seed")}
 
     def figures(self) -> list[str]:
         """The file stems of every figure these runs can draw."""
@@ -108,11 +134,14 @@ class Study:
 
     def draw(self, name: str, out_dir: Path | str) -> list[Path]:
         """Figure `name`'s files (PNG, PDF, CSV), as the workflow writes them."""
+        from .analysis.figures import figure_names
         from .analysis.figures.draw import draw_figure
         from .analysis.figures.layout import tasks_of
 
-        entry = draw_figure(name, self.runs, self.fits, Path(out_dir), tasks_of(self.runs),
-                            declared=False)
+        figure, _ = figure_names(tasks_of(self.runs))[name]
+        entry = draw_figure(name, self.runs, None if figure.from_frontier else self.fits,
+                            Path(out_dir), tasks_of(self.runs), declared=False,
+                            frontier=self.frontier if figure.from_frontier else None)
         if not entry.drawn:
             raise ValueError(f"{name}: not drawn: {entry.reason}")
         return entry.files
@@ -132,6 +161,8 @@ def open_study(path: Path | str, *, x_axis: str = "compute", n_boot: int = 1000,
                          f"runs.parquet")
     fits_file = path / "fits.parquet" if path.is_dir() else None
     fits = pd.read_parquet(fits_file) if fits_file is not None and fits_file.is_file() else None
+    frontier_dir = path / "frontier" if path.is_dir() else None
     return Study(read_records(runs_file), fits, path,
                  {"x_axis": x_axis, "n_boot": n_boot, "ci": ci, "seed": seed,
-                  "n_boot_saturating": n_boot_saturating})
+                  "n_boot_saturating": n_boot_saturating},
+                 frontier_dir if frontier_dir is not None and frontier_dir.is_dir() else None)

@@ -11,10 +11,12 @@ from scalestudy.analysis.figures import Grid, grid_figures
 # that finds nothing to draw (every run it needs failed) writes a notice saying
 # why in its place, so that no declared output can be missing. figures/index.md
 # lists every figure of the registry with its files or the reason it was not
-# drawn. Each figure's caption is its registry entry's.
+# drawn. Each figure's caption is its registry entry's. The frontier's figures
+# (a study with budgets) are drawn from the frontier by frontier.smk's
+# frontier_figure rule, the others from the runs and fits here.
 DECLARED = grid_figures(
     Grid.of(GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"],
-            config["train"]["protocol"])
+            config["train"]["protocol"], budgeted=bool(BUDGETS))
 )
 FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in DECLARED]
 FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in DECLARED]
@@ -41,7 +43,7 @@ rule figure:
         data=f"{OUT}/figures/{{figure}}.csv",
         entry=f"{OUT}/figures/index/{{figure}}.json",
     wildcard_constraints:
-        figure=one_of(DECLARED),
+        figure=one_of([stem for stem, (fig, _) in DECLARED.items() if not fig.from_frontier]),
     params:
         tasks=GRID["tasks"],
         caption=lambda wc: DECLARED[wc.figure][0].caption,

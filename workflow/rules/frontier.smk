@@ -1,21 +1,20 @@
 # The compute-optimal frontier of a study with budgets (grid.budgets): Hoffmann
 # et al.'s three approaches per architecture and prior on the study's budgeted
-# runs (scalestudy.analysis.frontier_study: the upstream loss of the budgeted
+# runs (scalestudy.analysis.frontier.study: the upstream loss of the budgeted
 # pretraining runs, the validation loss of budgeted runs from scratch), the same
-# code as `scalestudy frontier TABLE` on any table. Its tables and its three
-# figures (IsoFLOP profiles, N_opt and D_opt against C, the loss at the optimum
-# extrapolated a decade) go to results/{study}/frontier/. A study without
-# budgets has no frontier rule.
+# stage as `scalestudy frontier TABLE` on any table. Its tables, its runs and its
+# fits' bootstrap replicates go to results/{study}/frontier/ (replaced whole);
+# its three figures (IsoFLOP profiles, N_opt and D_opt against C, the loss at
+# the optimum extrapolated a decade), entries of the figure registry, are drawn
+# from them into figures/ with the others, and the frontier claims read them
+# (report.smk). A study without budgets has no frontier rules. Only numpy and
+# pandas are imported here (the file names), never the fits nor matplotlib.
 
-from scalestudy.analysis.frontier import OUTPUT_TABLES
-from scalestudy.analysis.frontier_figures import FIGURES as FRONTIER_FIGURES
+from scalestudy.analysis.frontier.result import FILES as FRONTIER_FILES
 
-FRONTIER = (
-    [f"{OUT}/frontier/{name}" for name in OUTPUT_TABLES]
-    + [f"{OUT}/frontier/{name}.{ext}" for name in FRONTIER_FIGURES for ext in ("png", "pdf")]
-    if BUDGETS
-    else []
-)
+FRONTIER = [f"{OUT}/frontier/{name}" for name in FRONTIER_FILES] if BUDGETS else []
+# The figures the frontier feeds (all three, with budgets; figures.smk declares them).
+FRONTIER_FIGURES = [stem for stem, (figure, _) in DECLARED.items() if figure.from_frontier]
 
 if BUDGETS:
 
@@ -33,5 +32,36 @@ if BUDGETS:
         log:
             f"{OUT}/logs/frontier.log",
         shell:
-            "scalestudy frontier {input:q} --from-runs --out-dir {params.out_dir:q}"
+            "scalestudy frontier {input:q} --from-runs --no-figures --out-dir {params.out_dir:q}"
             " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"
+
+    rule frontier_figure:
+        conda:
+            CONDA_ENV
+        input:
+            runs=f"{OUT}/runs.parquet",
+            fits=f"{OUT}/fits.parquet",
+            frontier=FRONTIER,
+        output:
+            png=report(
+                f"{OUT}/figures/{{figure}}.png",
+                caption="../report/figure.rst",
+                category="Figures",
+                labels={"figure": "{figure}"},
+            ),
+            pdf=f"{OUT}/figures/{{figure}}.pdf",
+            data=f"{OUT}/figures/{{figure}}.csv",
+            entry=f"{OUT}/figures/index/{{figure}}.json",
+        wildcard_constraints:
+            figure=one_of(FRONTIER_FIGURES),
+        params:
+            tasks=GRID["tasks"],
+            caption=lambda wc: DECLARED[wc.figure][0].caption,
+            out_dir=lambda wc, output: os.path.dirname(output.png),
+            frontier=f"{OUT}/frontier",
+        log:
+            f"{OUT}/logs/figures/{{figure}}.log",
+        shell:
+            "scalestudy figure {input.runs:q} {input.fits:q} --name {wildcards.figure:q}"
+            " --frontier {params.frontier:q} --out-dir {params.out_dir:q}"
+            " --entry {output.entry:q} --tasks {params.tasks:q} > {log:q} 2>&1"

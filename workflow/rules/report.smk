@@ -12,6 +12,8 @@ rule claims:
     input:
         runs=f"{OUT}/runs.parquet",
         fits=f"{OUT}/fits.parquet",
+        # A study with budgets: the frontier its frontier claims read (frontier.smk).
+        frontier=lambda wildcards: FRONTIER,
     output:
         report(
             f"{OUT}/claims.md",
@@ -22,8 +24,9 @@ rule claims:
     params:
         n_boot=config["fit"]["n_boot"],
         ci=config["fit"]["ci"],
+        frontier=f"--frontier {OUT}/frontier" if BUDGETS else "",
     log:
         f"{OUT}/logs/claims.log",
     shell:
         "scalestudy claims {input.runs:q} {input.fits:q} --out {output:q}"
-        " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"
+        " --n-boot {params.n_boot:q} --ci {params.ci:q} {params.frontier} > {log:q} 2>&1"

@@ -44,7 +44,7 @@ columns are NaN and `heldout_status` says why.
 A budgeted run (grid.budgets) is not fitted here: each size of a budgeted study
 ran at several budgets, which a per-size fit would pool as if they were seeds;
 its rows say so (`BUDGETED`), and the study's scaling analysis is the
-frontier's (analysis/frontier_study.py). Torch-free.
+frontier's (analysis/frontier/). Torch-free.
 """
 
 from __future__ import annotations

@@ -292,7 +292,8 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "upstream pretraining; val_loss of a budgeted task run from scratch): each "
       "architecture's a by "
       "approach 2 (IsoFLOP parabolas per grid budget, their vertices' log-log slope on "
-      "compute; analysis/frontier.py) minus the reference's, with a percentile interval "
+      "compute; the study's frontier, frontier/frontier_fits.csv) minus the reference's, "
+      "with a percentile interval "
       "(t-expanded by the fewer budgets - 2) "
       "from the two fits' bootstrap replicates (runs resampled within each budget; with "
       "one seed this resamples sizes, not seeds), at the study's level divided by the "
@@ -305,18 +306,19 @@ CLAIMS: Registry[Claim] = Registry("claim", [
 
 
 def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95,
-             seed: int = 0) -> pd.DataFrame:
+             seed: int = 0, frontier=None) -> pd.DataFrame:
     """Every scope of every claim, one row each (columns of `Check`): the scope's
-    verdict and its claim's."""
-    study = Study.of(runs, fits, n_boot=n_boot, ci=ci, seed=seed)
+    verdict and its claim's. `frontier`: the FrontierResult of the runs' budgets
+    (the frontier claims read it; without it they fit it as the stage does)."""
+    study = Study.of(runs, fits, frontier, n_boot=n_boot, ci=ci, seed=seed)
     checks = [c for claim in CLAIMS.values() for c in claim.checks(study)]
     return pd.DataFrame([c.as_dict() for c in checks])
 
 
 def write_claims(runs: pd.DataFrame, fits: pd.DataFrame, path: Path, *, n_boot: int = 1000,
-                 ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                 ci: float = 0.95, seed: int = 0, frontier=None) -> pd.DataFrame:
     """Evaluate every claim and write claims.md to `path`; returns the checks."""
-    checks = evaluate(runs, fits, n_boot=n_boot, ci=ci, seed=seed)
+    checks = evaluate(runs, fits, n_boot=n_boot, ci=ci, seed=seed, frontier=frontier)
     study = ", ".join(sorted(runs["study"].dropna().unique())) if len(runs) else ""
     write_text(claims_markdown(checks, study, ci, runs), path)
     return checks

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ...architectures import ARCHITECTURES
 from .. import X_AXES
+from ..frontier.result import FrontierResult
 
 HOLDS, FAILS, UNDECIDED, NO_DATA = "holds", "does not hold", "undecided", "not enough data"
 # holds: the evidence for it clears its bound; does not hold: evidence against it
@@ -84,23 +85,27 @@ def combine(verdicts: list[str], how: str) -> str:
 
 @dataclass(frozen=True)
 class Study:
-    """What a claim reads: the runs, the fits' x axis, the bootstrap settings."""
+    """What a claim reads: the runs, the fits' x axis, the bootstrap settings,
+    and the frontier the frontier's stage fitted on the runs' budgets (None: a
+    claim that needs it fits it as the stage does, with these settings)."""
 
     runs: pd.DataFrame
     x_axis: str = "compute"
     n_boot: int = 1000
     ci: float = 0.95
     seed: int = 0
+    frontier: FrontierResult | None = None
 
     @classmethod
-    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, **boot) -> Study:
+    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None, **boot) -> Study:
         """The study of `runs`, on the x axis its `fits` were fitted on. Text
         columns become Python objects: with pandas' Arrow strings the claims'
         many small selections cost several times their arithmetic."""
         axes = set(fits["x_axis"]) & set(X_AXES) if "x_axis" in fits else set()
         runs = runs.astype({c: object for c in runs.columns
                             if pd.api.types.is_string_dtype(runs[c])})
-        return cls(runs, axes.pop() if len(axes) == 1 else "compute", **boot)
+        return cls(runs, axes.pop() if len(axes) == 1 else "compute", frontier=frontier,
+                   **boot)
 
     @property
     def boot(self) -> dict:

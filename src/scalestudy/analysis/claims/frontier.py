@@ -1,4 +1,4 @@
-"""Claims beyond the three papers (issue 29), on the compute-optimal frontier.
+"""Claims beyond the three papers, on the compute-optimal frontier.
 
 `ranking_changes`: trained compute-optimally, the architectures rank
 differently than at a fixed training length.
@@ -7,7 +7,7 @@ Tay et al. 2022 compare architectures at one schedule per size; Hoffmann et
 al. 2022 show that the loss-minimising size grows with compute. Here, at each
 budget (grid.budgets) that every architecture of a group reached, two
 comparisons of each pair of architectures on the frontier's loss
-(analysis/frontier_study.py):
+(analysis/frontier/study.py):
 
 - at a fixed length: the largest size both ran, at that budget (the budget's
   steps at that size: equal steps across architectures under budget_unit
@@ -23,14 +23,18 @@ its selection is not part of the interval.
 
 `exponent_differs`: an architecture's compute-optimal size grows with compute
 at a different rate than the reference's: a of N_opt ∝ C^a by Hoffmann et
-al.'s approach 2 (IsoFLOP parabolas, analysis/frontier.py), per prior, each
-architecture's a minus the reference's with a percentile interval
-(t-expanded by the fewer budgets - 2) from the two
-fits' bootstrap replicates (runs resampled within each budget; the two fits
-resample independently, so replicate i of one is paired with replicate i of the
-other), at the Bonferroni level over the architectures compared. Simplified:
-with one run per size and budget the replicates resample sizes, not seeds, so
-the interval holds the fit's noise across sizes, not the seed noise.
+al.'s approach 2 (IsoFLOP parabolas), per prior, each architecture's a minus
+the reference's with a percentile interval (t-expanded by the fewer budgets -
+2) from the two fits' bootstrap replicates (runs resampled within each budget;
+the two fits resample independently, so replicate i of one is paired with
+replicate i of the other), at the Bonferroni level over the architectures
+compared. The fits and their replicates are the study's frontier, the one its
+frontier stage wrote (frontier/frontier_fits.csv, frontier_replicates.csv), so
+that each a and its interval read as in frontier_fits.csv; without one, it is
+fitted here as the stage fits it, with the study's bootstrap settings.
+Simplified: with one run per size and budget the replicates resample sizes,
+not seeds, so the interval holds the fit's noise across sizes, not the seed
+noise.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ import itertools
 import pandas as pd
 
 from ...architectures import ARCHITECTURES
-from ..frontier import frontier
-from ..frontier_study import fit_table, study_table
+from ..frontier.stage import study_frontier
+from ..frontier.study import study_table
 from ..stats import expanded_ci
 from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Scope, Study, fmt, ok, stat_text
 from .stats import mean_difference
@@ -112,16 +116,16 @@ def exponent_differs(study: Study, reference: str, method: str = "approach2") ->
     level over the architectures compared), undecided when it includes 0 (no
     equivalence margin is stated, so nothing here shows the rates equal), not
     enough data when either fit is missing."""
-    table = fit_table(study.runs)
-    if table.empty:
+    fitted = study.frontier
+    if fitted is None:  # each method draws its own stream: alone, it is the stage's
+        fitted = study_frontier(study.runs, methods=(method,), quiet=True, **study.boot)
+    if fitted is None:
         return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
-    fitted = frontier(table, methods=(method,), n_boot=min(study.n_boot, 400), ci=study.ci,
-                      seed=study.seed, figures=False, quiet=True)
-    fits = fitted.fits.drop_duplicates(["arch", "prior"]).set_index(["arch", "prior"])
+    fits = fitted.fits[fitted.fits["method"] == method]
+    fits = fits.drop_duplicates(["arch", "prior"]).set_index(["arch", "prior"])
     out, pairs = [], []
-    for prior in sorted(table["prior"].unique()):
-        archs = sorted(table.loc[table["prior"] == prior, "arch"].unique(),
-                       key=ARCHITECTURES.rank)
+    for prior in sorted(fits.index.unique("prior")):
+        archs = sorted(fits.xs(prior, level="prior").index.unique(), key=ARCHITECTURES.rank)
         if reference not in archs:
             out.append(Scope(prior, f"no {reference} runs to compare with", NO_DATA))
             continue

@@ -9,7 +9,10 @@ the figure; the notebook API's `study.plot.<figure>`), the
 caption `snakemake --report` shows beside it, and `feeds`: whether a study's
 grid can feed it, which decides the figures the workflow declares
 (`grid_figures`) and, in words (`needs`), what figures/index.md says of one it
-does not. A per-task figure is drawn once per task (`<name>_<task>`).
+does not. A per-task figure is drawn once per task (`<name>_<task>`). A figure
+of the compute-optimal frontier (`from_frontier`) draws the frontier's result
+(analysis/frontier: `draw(frontier, out_dir)`, `panel(ax, frontier, ...)`)
+instead of the runs and fits: a study with budgets feeds it.
 
 This module imports neither matplotlib nor torch: the workflow reads it when
 it builds the DAG. The figure modules import matplotlib when they draw.
@@ -38,12 +41,13 @@ class Grid:
     sizes: frozenset
     priors: frozenset
     protocol: str = "default"
+    budgeted: bool = False  # it states budgets (grid.budgets)
 
     @classmethod
     def of(cls, tasks: Iterable, archs: Iterable, sizes: Iterable, priors: Iterable,
-           protocol: str = "default") -> Grid:
+           protocol: str = "default", budgeted: bool = False) -> Grid:
         return cls(tuple(tasks), frozenset(archs), frozenset(sizes), frozenset(priors),
-                   protocol)
+                   protocol, budgeted)
 
     @classmethod
     def of_runs(cls, runs: pd.DataFrame, tasks) -> Grid:
@@ -53,7 +57,7 @@ class Grid:
         both = pd.concat([t, upstream_runs(runs)])
         protocols = set(t["protocol"]) if "protocol" in t else set()
         return cls.of(tasks, t["arch"], both["size"], t["prior"],
-                      "depth" if "depth" in protocols else "default")
+                      "depth" if "depth" in protocols else "default", is_budgeted(runs))
 
     @property
     def upstream(self) -> bool:
@@ -75,6 +79,7 @@ class Figure:
     feeds: Callable[..., bool] = lambda grid, **params: True
     params: dict = field(default_factory=dict)
     per_task: bool = False
+    from_frontier: bool = False  # drawn from the frontier's result, not the runs and fits
 
     def fed_by(self, grid: Grid) -> bool:
         return self.feeds(grid, **self.params)
@@ -84,22 +89,41 @@ class Figure:
         """figures/<name>.py, which draws it (imports matplotlib)."""
         return importlib.import_module(f"{__name__}.{self.name}")
 
-    def draw(self, runs, fits, out_dir, tasks=None, task=None):
-        """Draw it (or raise output.NotDrawn saying why); returns output.Drawn."""
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """What its module's `draw` and `panel` take before their own arguments."""
+        return ("frontier",) if self.from_frontier else ("runs", "fits")
+
+    def draw(self, runs, fits, out_dir, tasks=None, task=None, frontier=None):
+        """Draw it (or raise output.NotDrawn saying why); returns output.Drawn.
+        A frontier figure draws `frontier` (a FrontierResult), the others the
+        runs and fits."""
+        if self.from_frontier:
+            return self.module.draw(self._fitted(frontier), out_dir, **self.params)
         self._refuse_budgeted(runs)
         where = {"task": task} if self.per_task else {"tasks": tasks}
         return self.module.draw(runs, fits, out_dir, **where, **self.params)
 
-    def panel(self, ax, runs, fits, **which):
+    def panel(self, ax, runs, fits, frontier=None, **which):
         """Draw one of its panels into `ax` (the module's `panel`: `which` names
         the panel, and may override the entry's params)."""
+        if self.from_frontier:
+            return self.module.panel(ax, self._fitted(frontier), **{**self.params, **which})
         self._refuse_budgeted(runs)
         return self.module.panel(ax, runs, fits, **{**self.params, **which})
 
     @staticmethod
+    def _fitted(frontier):
+        if frontier is None:
+            from .output import NotDrawn
+
+            raise NotDrawn(NO_FRONTIER)
+        return frontier
+
+    @staticmethod
     def _refuse_budgeted(runs) -> None:
-        """Every figure here draws per-size means, which would pool a budgeted
-        study's budgets; that study's figures are the frontier's."""
+        """A figure of the runs and fits draws per-size means, which would pool a
+        budgeted study's budgets; that study's figures are the frontier's."""
         if is_budgeted(runs):
             from .output import NotDrawn
 
@@ -107,8 +131,11 @@ class Figure:
 
 
 BUDGETED_FIGURES = ("budgeted runs (grid.budgets): each size ran at several budgets, "
-                    "which its per-size means would pool; the study's figures are "
-                    "frontier/'s (IsoFLOP profiles, N_opt and D_opt, the optimal loss)")
+                    "which its per-size means would pool; the study's figures are the "
+                    "frontier's (frontier_isoflop, frontier_optimal, frontier_loss)")
+NO_FRONTIER = ("no frontier: it is fitted on a study's budgeted runs (grid.budgets; "
+               "scalestudy frontier --from-runs writes one)")
+FRONTIER_NEEDS = "budgets (grid.budgets): the compute-optimal frontier"
 
 FIGURES: Registry[Figure] = Registry("figure", [
     Figure(
@@ -219,6 +246,41 @@ axis) and one line per prior, each prior in its own line style and marker fill: 
 mean over seeds, with bars of ± 1 standard deviation over seeds where a point has
 several (the title says how many). Priors are dodged sideways so that equal values stay
 visible; an architecture without finished runs is left out and named in the title."""),
+    Figure(
+        "frontier_isoflop",
+        needs=FRONTIER_NEEDS,
+        feeds=lambda grid: grid.budgeted,
+        from_frontier=True,
+        caption="""**IsoFLOP profiles.** One panel per architecture and prior: the final
+loss of each run against its non-embedding parameters N, coloured by its budget's
+compute (as counted), with approach 2's parabola in log N over the sizes each budget
+was fitted on (those around its lowest loss) and its vertex N_opt as a star. The runs
+of a budget left out (its lowest loss at the smallest or largest size, too few sizes)
+are hollow and grey, with no parabola; the title counts the budgets fitted. After
+Hoffmann et al. 2022, Fig. 3."""),
+    Figure(
+        "frontier_optimal",
+        needs=FRONTIER_NEEDS,
+        feeds=lambda grid: grid.budgeted,
+        from_frontier=True,
+        caption="""**Compute-optimal size and tokens.** Per architecture and prior, N_opt
+(left) and D_opt (right) against compute C (counted FLOPs, or 6ND where the frontier
+was fitted on that axis), log-log: each approach's points (approach 1: the lowest-loss
+run of each budget; 2: the IsoFLOP vertices; 3: the parametric law's optimum at each
+budget), its fitted power law N_opt ∝ C^a (D_opt ∝ C^b) and the 95% band of its
+bootstrap replicates (approach 2's t-expanded), the legend giving each exponent with
+its interval. A method that refused says why in the legend. After Hoffmann et al.
+2022, Fig. 2-4."""),
+    Figure(
+        "frontier_loss",
+        needs=FRONTIER_NEEDS,
+        feeds=lambda grid: grid.budgeted,
+        from_frontier=True,
+        caption="""**Loss at the compute-optimal size.** Per prior, every architecture in
+its colour: approach 3's L(N_opt(C), D_opt(C)) against compute with the 95% band of its
+bootstrap refits, solid over the budgets run and dashed over the decade beyond the
+largest (a dotted line), the extrapolation; squares are approach 2's IsoFLOP minima.
+An architecture whose approach 3 refused is named in the panel's title."""),
 ])
 
 

@@ -1,7 +1,10 @@
 """Drawing a study's figures: one (`draw_figure`, the workflow's `figure`
 rule) or every figure of the registry (`plot_all`: `scalestudy plot` and
 `analyse`), and figures/index.md, which lists each figure with its files or
-the reason it was not drawn.
+the reason it was not drawn; and the frontier's figures of any table
+(`draw_frontier`: `scalestudy frontier`). The frontier's figures draw the
+frontier's result, given as `frontier` (analysis/frontier), the others the
+runs and fits.
 
 A figure without data is not drawn (its `draw` raises NotDrawn, saying why).
 A figure the study's grid feeds is a declared output of the workflow: should
@@ -12,23 +15,24 @@ stands in its place, so that no declared file is ever missing.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from ...atomic import write_text
-from . import Grid, figure_names, grid_figures
+from . import FIGURES, Grid, figure_names, grid_figures
 from .layout import tasks_of
 from .output import FigureEntry, FigureIndex, NotDrawn, draw_notice, remove_files, write_index
 
 
 def draw_figure(stem: str, runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks,
-                declared: bool) -> FigureEntry:
+                declared: bool, frontier=None) -> FigureEntry:
     """Draw the figure `stem` of `figure_names(tasks)`, or its notice when it has
     no data and is `declared`; an undeclared figure without data leaves no files."""
     figure, task = figure_names(tasks)[stem]
     try:
-        result = figure.draw(runs, fits, out_dir, tasks=tasks, task=task)
+        result = figure.draw(runs, fits, out_dir, tasks=tasks, task=task, frontier=frontier)
     except NotDrawn as err:
         remove_files(out_dir, stem)
         entry = FigureEntry(stem, reason=str(err))
@@ -80,13 +84,14 @@ def _draw_all(jobs: dict, workers: int) -> list[FigureEntry]:
 
 
 def plot_all(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks=None,
-             declared=None, workers: int = 1) -> FigureIndex:
+             declared=None, workers: int = 1, frontier=None) -> FigureIndex:
     """Every figure of `figure_names(tasks)` (tasks: default, those in `runs`)
-    that has data, and `index.md`. A figure in `declared` (default: those the
-    runs' grid feeds, which the workflow declares as outputs) that has no data
-    gets a notice in its place. `workers` > 1 draws that many figures at a
-    time, each in its own process. Returns the paths written (figures, then
-    index.md), with `.entries` for every figure."""
+    that has data, and `index.md`; the frontier's figures draw `frontier` (the
+    FrontierResult of the runs, when they have budgets). A figure in `declared`
+    (default: those the runs' grid feeds, which the workflow declares as
+    outputs) that has no data gets a notice in its place. `workers` > 1 draws
+    that many figures at a time, each in its own process. Returns the paths
+    written (figures, then index.md), with `.entries` for every figure."""
     tasks = tasks_of(runs, tasks)
     out_dir = Path(out_dir)
     if declared is None:
@@ -94,9 +99,24 @@ def plot_all(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path, tasks=None,
     declared = set(declared)
 
     def job(stem):
-        return lambda: draw_figure(stem, runs, fits, out_dir, tasks, stem in declared)
+        return lambda: draw_figure(stem, runs, fits, out_dir, tasks, stem in declared,
+                                   frontier)
 
     entries = {e.name: e for e in _draw_all({s: job(s) for s in figure_names(tasks)}, workers)}
     paths = [p for e in entries.values() for p in e.files]
     paths.append(write_index(entries, out_dir))
     return FigureIndex(paths, entries)
+
+
+def draw_frontier(frontier, out_dir: Path) -> list[Path]:
+    """The frontier's figures of the registry, drawn from `frontier` (a
+    FrontierResult) into `out_dir`; one that has nothing to show says why on
+    stderr. Returns the files written."""
+    paths = []
+    for name, figure in FIGURES.items():
+        if figure.from_frontier:
+            try:
+                paths += figure.draw(None, None, out_dir, frontier=frontier)
+            except NotDrawn as err:
+                print(f"{name}: not drawn: {err}", file=sys.stderr)
+    return paths

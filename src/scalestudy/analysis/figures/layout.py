@@ -10,6 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import (
     EngFormatter,
     FormatStrFormatter,
+    LogFormatterSciNotation,
     LogLocator,
     MaxNLocator,
     NullFormatter,
@@ -187,3 +188,20 @@ def loglog_axes(ax, xlabel: str | None, ylabel: str | None, minor: bool = True) 
             axis.set_major_locator(LogLocator(subs=(1, 3)))
             axis.set_major_formatter(fmt)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def quiet_minor_labels(fig) -> None:
+    """No labels on the minor ticks of log axes spanning 1.5 decades or more: the
+    decades are labelled, and the minor labels crowd them (and cost most of the
+    drawing time); a narrower axis, with few or no decades to label, keeps minor
+    ticks at 2 and 5 times each decade only (every one, labelled, would overlap).
+    Call once the limits are final."""
+    for ax in fig.axes:
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() == "log" and min(lim) > 0:
+                if abs(np.log10(lim[1] / lim[0])) >= 1.5:
+                    axis.set_minor_formatter(NullFormatter())
+                else:
+                    axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+                    axis.set_minor_formatter(LogFormatterSciNotation(
+                        labelOnlyBase=False, minor_thresholds=(np.inf, np.inf)))

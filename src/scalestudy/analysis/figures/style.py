@@ -31,6 +31,13 @@ X_LABELS = {
     "flops_per_token": "FLOPs per token",
 }
 X_TITLES = {"compute": "compute", "params": "model size", "flops_per_token": "FLOPs per token"}
+# The compute-optimal frontier's three approaches (analysis/frontier): a colour,
+# marker and line style each, the same in each of its figures.
+METHOD_STYLES = {
+    "approach1": {"color": "#1b9e77", "marker": "o", "linestyle": "-"},
+    "approach2": {"color": "#d95f02", "marker": "s", "linestyle": "--"},
+    "approach3": {"color": "#7570b3", "marker": "^", "linestyle": ":"},
+}
 # Fitted lines carry the pointwise percentile band of this many bootstrap replicates,
 # drawn as the fit's own interval draws them (scaling.loglog_replicates, seed 0).
 BAND_BOOT = 1000

@@ -1,4 +1,4 @@
-"""A study's runs as the compute-optimal frontier's table (analysis/frontier.py).
+"""A study's runs as the compute-optimal frontier's table.
 
 The frontier is fitted on the runs a study budgets (grid.budgets, study/grid.py):
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..priors import PRIORS, TASK_STAGES
-from ..stages import STAGES
+from ...priors import PRIORS, TASK_STAGES
+from ...records import read_records
+from ...stages import STAGES
 
 COLUMNS = ["arch", "prior", "task", "size", "seed", "budget", "params", "compute", "tokens",
            "loss", "steps", "fork_step", "wall_seconds", "fork_seconds", "on_task"]
@@ -70,10 +71,20 @@ def _finetuned(done: pd.DataFrame, pre: pd.DataFrame, upstream: list[str]) -> pd
 
 
 def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The table `scalestudy frontier --from-runs` fits, one frontier per
+    """The table a study's frontier fits (`scalestudy frontier --from-runs`, the
+    workflow's frontier rule, `scalestudy analyse`), one frontier per
     architecture and prior: a task run's prior is named with its task, since
     its loss is that task's."""
     table = study_table(runs)
     own = table["on_task"].astype(bool)
     table.loc[own, "prior"] = table.loc[own, "prior"] + " (" + table.loc[own, "task"] + ")"
     return table[["arch", "prior", "budget", "params", "compute", "tokens", "loss"]]
+
+
+def read_fit_table(path) -> pd.DataFrame:
+    """`fit_table` of a runs file (a study's runs.parquet, a cached study);
+    ValueError when it has no finished budgeted run."""
+    table = fit_table(read_records(path))
+    if table.empty:
+        raise ValueError(f"{path}: no finished budgeted run (grid.budgets) to fit")
+    return table
