@@ -269,7 +269,7 @@ CLAIMS: Registry[Claim] = Registry("claim", [
     C("frontier_ranking_changes",
       "The architectures' ranking at compute-optimal allocation differs from their ranking "
       "at a fixed training length",
-      "this project's own claim, beyond the three papers (issue 29): Tay et al. compare at "
+      "this project's own claim, beyond the three papers: Tay et al. compare at "
       "one schedule per size, Hoffmann et al. 2022 (Chinchilla) show that the "
       "loss-minimising size grows with compute",
       "per prior (and task) and grid budget every architecture reached, on the frontier's "
@@ -285,7 +285,7 @@ CLAIMS: Registry[Claim] = Registry("claim", [
     C("frontier_exponent_differs",
       f"An architecture's compute-optimal size grows with compute at a different rate than "
       f"the {REFERENCE}'s",
-      "this project's own claim, beyond the three papers (issue 29): Hoffmann et al. 2022 "
+      "this project's own claim, beyond the three papers: Hoffmann et al. 2022 "
       "(Chinchilla) measure the exponent a of N_opt ∝ C^a (0.46-0.50) for the transformer "
       "alone",
       "per prior (and task), on the frontier's loss (upstream_loss of the budgeted "
