@@ -199,3 +199,22 @@ def test_a_kill_in_every_stage_then_the_same_command_finishes_the_study(tmp_path
     # 2 pretraining + 4 ListOps runs, and the other 5 tasks' one cell each.
     assert (faulted["status"] == "ok").all() and len(faulted) == 6 + 5
     pd.testing.assert_frame_equal(faulted, reference)
+
+
+def test_a_failed_job_shows_its_error_on_the_console(tmp_path):
+    """A full disk while collecting: the default console (no job descriptions)
+    still shows the job's own error line, not only "check log file(s)"."""
+    from scalestudy.faults import FAIL_ENV
+
+    wf = copy_workflow(tmp_path / "wf")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           FAIL_ENV: "write@runs.parquet"}
+    env.pop(ENV, None)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--configfile",
+                           "config/studies/smoke.yaml"], cwd=wf, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode != 0
+    console = done.stdout + done.stderr
+    assert "collect: error: results/smoke/runs.parquet: no space left on device" in console, \
+        console[-3000:]
+    assert not (wf / "results/smoke/runs.parquet").exists()

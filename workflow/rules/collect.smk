@@ -13,4 +13,4 @@ rule collect:
     log:
         f"{OUT}/logs/collect.log",
     shell:
-        "scalestudy collect {input:q} --out {output:q} > {log:q} 2>&1"
+        "scalestudy collect {input:q} --out {output:q}" + LOGGED

@@ -69,6 +69,11 @@ os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
 
 OUT = f"results/{config['study']}"
 
+# Every job writes its output to its log; where it fails, the log's last lines
+# go to the console too (the profile shows no job descriptions), so that its
+# error ("No space left on device") is where the user looks.
+LOGGED = " > {log:q} 2>&1 || {{ tail -n 15 {log:q} >&2; exit 1; }}"
+
 # A local GPU study runs no more GPU jobs at once than this process may use
 # (or --resources gpu=N). Registered while the workflow is parsed: Snakemake
 # builds its scheduler's limits from the resources it has then, and one
@@ -233,7 +238,6 @@ localrules:
     figure_index,
     tables,
     claims,
-    frontier,
 
 
 TRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS)

@@ -15,4 +15,4 @@ rule task_data:
         f"{OUT}/logs/data/{{task}}.log",
     shell:
         "scalestudy data --task {wildcards.task:q} --config {params.task_config:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q}" + LOGGED

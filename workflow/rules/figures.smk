@@ -53,7 +53,7 @@ rule figure:
     shell:
         "scalestudy figure {input.runs:q} {input.fits:q} --name {wildcards.figure:q}"
         " --out-dir {params.out_dir:q} --entry {output.entry:q} --tasks {params.tasks:q}"
-        " > {log:q} 2>&1"
+        + LOGGED
 
 
 rule figure_index:
@@ -74,7 +74,7 @@ rule figure_index:
         f"{OUT}/logs/figures/index.log",
     shell:
         "scalestudy figure-index {input:q} --out {output:q} --tasks {params.tasks:q}"
-        " > {log:q} 2>&1"
+        + LOGGED
 
 
 rule tables:
@@ -111,4 +111,4 @@ rule tables:
         f"{OUT}/logs/tables.log",
     shell:
         "scalestudy tables {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
-        " > {log:q} 2>&1"
+        + LOGGED

@@ -18,4 +18,4 @@ rule fit:
         f"{OUT}/logs/fit.log",
     shell:
         "scalestudy fit {input:q} --out {output:q} --x {params.x_axis:q}"
-        " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"
+        " --n-boot {params.n_boot:q} --ci {params.ci:q}" + LOGGED

@@ -18,6 +18,11 @@ FRONTIER_FIGURES = [stem for stem, (figure, _) in DECLARED.items() if figure.fro
 
 if BUDGETS:
 
+    # Bookkeeping of seconds: runs where Snakemake runs, as the other analysis rules.
+    localrules:
+        frontier,
+        frontier_figure,
+
     rule frontier:
         conda:
             CONDA_ENV
@@ -33,7 +38,7 @@ if BUDGETS:
             f"{OUT}/logs/frontier.log",
         shell:
             "scalestudy frontier {input:q} --from-runs --no-figures --out-dir {params.out_dir:q}"
-            " --n-boot {params.n_boot:q} --ci {params.ci:q} > {log:q} 2>&1"
+            " --n-boot {params.n_boot:q} --ci {params.ci:q}" + LOGGED
 
     rule frontier_figure:
         conda:
@@ -64,4 +69,4 @@ if BUDGETS:
         shell:
             "scalestudy figure {input.runs:q} {input.fits:q} --name {wildcards.figure:q}"
             " --frontier {params.frontier:q} --out-dir {params.out_dir:q}"
-            " --entry {output.entry:q} --tasks {params.tasks:q} > {log:q} 2>&1"
+            " --entry {output.entry:q} --tasks {params.tasks:q}" + LOGGED

@@ -28,7 +28,7 @@ rule upstream_corpus:
         f"{OUT}/logs/data/upstream.log",
     shell:
         "scalestudy corpus --config {params.upstream:q} --out-dir {params.out_dir:q}"
-        " > {log:q} 2>&1"
+        + LOGGED
 
 
 # The stages that pretrain on the task's own data (spt, spt_causal).
@@ -56,7 +56,7 @@ rule pretrain_task:
         cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q}" + LOGGED
 
 
 # The stages that pretrain on the upstream corpus (upstream).
@@ -84,4 +84,4 @@ rule pretrain_upstream:
         cpu_runs
     shell:
         "scalestudy pretrain --spec {params.spec:q} --data-dir {params.data_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q}" + LOGGED

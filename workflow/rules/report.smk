@@ -29,4 +29,4 @@ rule claims:
         f"{OUT}/logs/claims.log",
     shell:
         "scalestudy claims {input.runs:q} {input.fits:q} --out {output:q}"
-        " --n-boot {params.n_boot:q} --ci {params.ci:q} {params.frontier} > {log:q} 2>&1"
+        " --n-boot {params.n_boot:q} --ci {params.ci:q} {params.frontier}" + LOGGED

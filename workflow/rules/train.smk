@@ -32,4 +32,4 @@ rule train:
         cpu_runs
     shell:
         "scalestudy train --spec {params.spec:q} --data-dir {params.data_dir:q}"
-        " --run-dir {params.run_dir:q} {params.pretrained:q} > {log:q} 2>&1"
+        " --run-dir {params.run_dir:q} {params.pretrained:q}" + LOGGED
