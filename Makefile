@@ -51,7 +51,7 @@ slurm-test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	ruff check src tests benchmarks tools analysis
 
-# What only a GPU can confirm of the GPU path (tools/gpu_check.py; ~8 min on one
+# What only a GPU can confirm of the GPU path (tools/gpu_check.py; ~4 min, at most 8, on one
 # H100 or H200): the report goes to results/gpu_check.json, a summary to the
 # terminal. With a CUDA torch: make TORCH=torch gpu-check. Where torch sees no
 # GPU it stops with one line; its CPU form is `python tools/gpu_check.py --device cpu`.
@@ -59,7 +59,8 @@ gpu-check: $(VENV)/.installed
 	python tools/gpu_check.py --device cuda --out results/gpu_check.json
 
 # Every figure, table and claims.md of a cached study (a collected runs.parquet),
-# without training and without torch: the analysis install (pip install -e .) is enough.
+# and its frontier/ when it has budgets, without training and without torch: the
+# analysis install (pip install -e .) is enough.
 #   make figures-from-cache                                    -> results/workstation/
 #   make figures-from-cache CACHE=data/cache/<name>.parquet   -> results/<name>/
 CACHE ?= data/cache/workstation.parquet

@@ -8,13 +8,16 @@ rank that diverges alone, and a run stopped by USR1 and resumed. The fast test
 runs the same DDP code path in this process on one device.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -162,7 +165,9 @@ def test_a_ddp_run_through_the_warm_server_equals_a_plain_one(data_dir, two_rank
 # or whose rank 0 receives USR1 at the end of step STOP_AT: the same script on
 # both ranks (Lightning starts rank 1 as `python <this script> ...`).
 SCRIPT = """
-import math, os, signal, sys
+import math, os, signal, sys, time
+from datetime import timedelta
+from pathlib import Path
 from scalestudy.commands import run_command
 from scalestudy.training import loop
 from scalestudy.training.modules import Classifier
@@ -183,15 +188,112 @@ if sys.argv[1] == "stop" and rank == "0":
             os.kill(os.getpid(), signal.SIGUSR1)
 
     loop.TrainingLoop.after_step = after_step
-sys.exit(run_command(sys.argv[2:]))
+if sys.argv[1] in ("rank0_exits", "rank0_fails", "rank0_hangs"):
+    loop.COLLECTIVE_TIMEOUT = timedelta(seconds={collective_timeout})
+    pid_file = Path("rank1.pid")
+
+    def after_step(self):
+        if self.step != 2:
+            return
+        if rank == "1" and sys.argv[1] != "rank0_hangs":
+            pid_file.write_text(str(os.getpid()))
+            time.sleep(600)  # as in a collective that rank 0 never joins
+        if rank == "0":
+            while sys.argv[1] != "rank0_hangs" and not pid_file.exists():
+                time.sleep(0.1)
+            if sys.argv[1] == "rank0_exits":  # as the warm server's child exits
+                os._exit(3)
+            if sys.argv[1] == "rank0_fails":  # a failed record
+                raise RuntimeError("an error of the model on rank 0")
+            time.sleep(600)  # stuck outside any collective
+
+    loop.TrainingLoop.after_step = after_step
+code = run_command(sys.argv[2:])
+if rank == "0" and Path("rank1.pid").exists():
+    try:
+        os.kill(int(Path("rank1.pid").read_text()), 0)
+        Path("rank1_at_rank0_exit").write_text("alive")
+    except ProcessLookupError:
+        Path("rank1_at_rank0_exit").write_text("gone")
+sys.exit(code)
 """
+COLLECTIVE_TIMEOUT = 40  # seconds, in the scripts: rank 1's start-up must fit in it
 
 
-def two_rank_script(tmp_path: Path, mode: str, data_dir: Path, run_dir: Path):
+def two_rank_script(tmp_path: Path, mode: str, data_dir: Path, run_dir: Path,
+                    timeout: int = 300):
     script = tmp_path / "ranks.py"
-    script.write_text(textwrap.dedent(SCRIPT).replace("{stop_at}", str(STOP_AT)))
+    script.write_text(textwrap.dedent(SCRIPT).replace("{stop_at}", str(STOP_AT)).replace(
+        "{collective_timeout}", str(COLLECTIVE_TIMEOUT)))
     return subprocess.run([sys.executable, str(script), mode, *train_command(data_dir, run_dir)],
-                          capture_output=True, text=True, timeout=300, env=env(), cwd=tmp_path)
+                          capture_output=True, text=True, timeout=timeout, env=env(),
+                          cwd=tmp_path)
+
+
+@contextlib.contextmanager
+def rank1_killed_after(tmp_path: Path):
+    """Whatever the test finds, no rank 1 outlives it."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp_path / "rank1.pid").read_text()), signal.SIGKILL)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").exists() and Path(
+        f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")  # a zombie
+
+
+@pytest.mark.slow
+def test_a_rank_dies_with_rank_0_however_rank_0_ends(data_dir, tmp_path):
+    """Rank 0 leaves without a word (os._exit, as the warm server's child
+    exits) while rank 1 waits: rank 1 is killed with it, not left waiting in a
+    collective on its GPU (which rank 0's exit has released)."""
+    with rank1_killed_after(tmp_path):
+        done = two_rank_script(tmp_path, "rank0_exits", data_dir, tmp_path / "run",
+                               timeout=240)  # rank 1's pipes close only when it ends
+        assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-3000:]
+        rank1 = int((tmp_path / "rank1.pid").read_text())
+        deadline = time.monotonic() + 10
+        while not gone(rank1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone(rank1)
+
+
+@pytest.mark.slow
+def test_a_failed_record_ends_every_rank_before_rank_0_exits(data_dir, tmp_path):
+    """Rank 0's run fails (a model error) while rank 1 waits: rank 0 writes
+    the failed record without waiting in a collective for rank 1, and stops
+    rank 1 before its own exit releases the run's locks."""
+    with rank1_killed_after(tmp_path):
+        start = time.monotonic()
+        done = two_rank_script(tmp_path, "rank0_fails", data_dir, tmp_path / "run",
+                               timeout=240)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        assert time.monotonic() - start < 200
+        record = read_records(tmp_path / "run" / "record.parquet").iloc[0]
+        assert record["status"] == "failed" and "an error of the model" in record["error"]
+        assert (tmp_path / "rank1_at_rank0_exit").read_text() == "gone"
+
+
+@pytest.mark.slow
+def test_ranks_fail_together_when_a_collective_times_out(data_dir, tmp_path):
+    """Rank 0 hangs outside any collective: rank 1's collective times out
+    (loop.COLLECTIVE_TIMEOUT, shortened here), which fails its job
+    (exit 1), and Lightning's watcher then ends rank 0: the job fails, to be
+    retried, with no record, instead of holding its devices for 30 minutes."""
+    start = time.monotonic()
+    done = two_rank_script(tmp_path, "rank0_hangs", data_dir, tmp_path / "run", timeout=300)
+    assert done.returncode != 0
+    assert time.monotonic() - start < 200
+    assert "Timed out waiting" in done.stdout + done.stderr, done.stderr[-3000:]
+    assert "the machine failed the run" in done.stdout
+    assert not (tmp_path / "run" / "record.parquet").exists()
 
 
 @pytest.mark.slow

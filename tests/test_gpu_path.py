@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,7 +32,7 @@ from scalestudy.commands import run_command
 from scalestudy.models import build_backbone, layers
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records
-from scalestudy.study import ConfigError, costs, resources, validate
+from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
 from scalestudy.training import devices, loop, memory, run
@@ -418,6 +419,79 @@ def test_determinism_and_matmul_precision_are_settings_and_recorded(data_dir, tm
         torch.set_float32_matmul_precision(before[1])
 
 
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_the_residual_stream_stays_float32_under_bf16_autocast(arch):
+    """The input of every residual branch is float32 under autocast, as each
+    backbone's embedding starts it: the branches' sums are not rounded to
+    bf16 layer after layer (ALBERT's embedding ends in a Linear)."""
+    from scalestudy.models import backbone_class, backbone_config
+
+    for causal in (False, True) if ARCHITECTURES[arch].causal else (False,):
+        torch.manual_seed(0)
+        bcfg = backbone_config(arch, "xxs", 259, 16, norm="pre", dropout=0.0,
+                               protocol="default", causal=causal)
+        backbone = backbone_class(arch)(bcfg)
+        streams = []
+        for module in backbone.modules():
+            if isinstance(module, layers.Residual):
+                module.register_forward_hook(lambda _module, args, out, streams=streams:
+                                             streams.append((args[0].dtype, out.dtype)))
+        with torch.autocast("cpu", torch.bfloat16):
+            backbone(torch.randint(3, 259, (2, 16)), torch.ones(2, 16, dtype=torch.bool))
+        assert streams and set(streams) == {(torch.float32, torch.float32)}, (causal, streams)
+
+
+@pytest.fixture
+def tf32_allowed():
+    """matmul_precision high, as the GPU presets set it (restored after)."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    yield
+    torch.set_float32_matmul_precision(saved)
+
+
+def test_full_float32_matmuls_turns_tf32_off_within_and_restores_it(tf32_allowed):
+    with layers.full_float32_matmuls():
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert not torch.backends.cuda.matmul.allow_tf32
+    assert torch.get_float32_matmul_precision() == "high"
+    assert torch.backends.cuda.matmul.allow_tf32
+    with pytest.raises(ZeroDivisionError), layers.full_float32_matmuls():
+        raise ZeroDivisionError
+    assert torch.get_float32_matmul_precision() == "high"
+
+
+class MatmulPrecisions(torch.overrides.TorchFunctionMode):
+    """The float32 matmul precision each matmul and einsum ran under."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if any(name in getattr(func, "__name__", "") for name in ("matmul", "einsum")):
+            self.seen.append(torch.get_float32_matmul_precision())
+        return func(*args, **(kwargs or {}))
+
+
+def test_performer_feature_logits_and_ssm_kernels_run_without_tf32(tf32_allowed):
+    """What is float32 on purpose stays full float32 where the study allows
+    TF32 (matmul_precision high); tools/gpu_check.py measures the error on a GPU."""
+    from scalestudy.models import performer, s4
+
+    projection = performer.orthogonal_features(16, 8, seed=0)
+    s4d, dlr = s4.S4DKernel(8, 4, 2, 1e-3, 1e-1), s4.DLRKernel(8, 2, 2, 1e-3, 1e-1)
+    s4d.reset_parameters()
+    dlr.reset_parameters()
+    for name, compute in (
+            ("performer", lambda: performer.positive_features(torch.randn(2, 4, 8), projection,
+                                                              is_query=True)),
+            ("s4", lambda: s4d(16)), ("dlr", lambda: dlr(16))):
+        with MatmulPrecisions() as precisions:
+            compute()
+        assert precisions.seen and set(precisions.seen) == {"highest"}, (name, precisions.seen)
+
+
 def test_adamw_is_fused_unless_a_gradient_scaler_unscales_for_clipping():
     params = [{"params": [torch.nn.Parameter(torch.zeros(2))]}]
     assert fused_adamw(params) is True
@@ -595,6 +669,50 @@ def test_resources_per_task_and_size():
         assert runtime(wildcards, 2) == 2 * minutes, (task, size)
 
 
+def wildcards_of(**given):
+    return SimpleNamespace(size=given["size"], get=lambda key: given.get(key))
+
+
+def test_max_runtime_caps_every_attempt_and_warns_of_the_jobs_it_caps():
+    """lra.yaml asks 1,600 minutes for retrieval at base (3,200 on its first
+    retry, which SLURM refuses under a 24-hour partition)."""
+    lra = preset("lra")
+    lra["resources"]["max_runtime"] = 1440
+    with pytest.warns(ConfigWarning) as caught:
+        validate(lra, cluster=True)
+    (warning,) = [str(w.message) for w in caught if w.category is ConfigWarning]
+    assert warning.startswith("resources.max_runtime: 1440 minutes caps every attempt")
+    assert "the retrieval runs at size base: 1600 minutes, 2 attempts" in warning
+    assert "the text runs" not in warning  # 800 minutes: not capped
+    runtime = resources.sized(lra, "runtime")
+    retrieval = wildcards_of(task="retrieval", size="base", arch="s4", prior="random")
+    assert [runtime(retrieval, attempt) for attempt in (1, 2, 3)] == [1440, 1440, 1440]
+    text = wildcards_of(task="text", size="base", arch="s4", prior="random")
+    assert [runtime(text, attempt) for attempt in (1, 2, 3)] == [800, 1440, 1440]
+    # A study's pretraining jobs too (spt's stage on the task), and 0 caps nothing.
+    pretraining = resources.sized(lra, "runtime", "pretrain")
+    assert pretraining(wildcards_of(task="retrieval", size="base", arch="s4",
+                                    stage="spt"), 2) == 1440
+    lra["resources"]["max_runtime"] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        validate(lra, cluster=True)
+    assert resources.sized(lra, "runtime")(retrieval, 2) == 3200
+
+
+def test_a_ddp_job_asks_for_every_ranks_threads_and_memory():
+    """Each rank is a process with trainer.threads threads that loads the whole splits."""
+    one = config(trainer={"threads": 4}, resources={"mem_mb": 8000})
+    two = config(trainer={"threads": 4, "devices": 2, "strategy": "ddp"},
+                 resources={"mem_mb": 8000})
+    xs = wildcards_of(task="listops", size="xs", arch="transformer", prior="random")
+    assert resources.job_threads(one) == 4 and resources.job_threads(two) == 8
+    assert resources.sized(one, "mem_mb")(xs, 1) == 8000
+    assert resources.sized(two, "mem_mb")(xs, 1) == 16000
+    assert resources.sized(two, "mem_mb")(xs, 2) == 32000
+    assert resources.sized(two, "runtime")(xs, 1) == 30  # the run's length, not its ranks'
+
+
 # --- 7. the cluster names its accelerator -----------------------------------------------
 
 def test_auto_is_refused_on_a_cluster():
@@ -704,10 +822,10 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_shapes(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     checks = json.loads(report.read_text())
     assert checks["device"] == "cpu" and checks["passed"], json.dumps(checks, indent=1)[-3000:]
-    assert {"environment", "fork_safety", "sdpa_backends", "architectures", "flops",
-            "resume", "ladder", "mfu"} <= set(checks["sections"])
+    assert {"environment", "fork_safety", "sdpa_backends", "architectures", "full_float32",
+            "flops", "resume", "ladder", "mfu", "ddp_ends_together"} <= set(checks["sections"])
     skipped = {name for name, section in checks["sections"].items() if section.get("skipped")}
-    assert skipped <= {"sdpa_backends", "mfu"}  # only what needs CUDA
+    assert skipped <= {"sdpa_backends", "mfu", "ddp_ends_together"}  # CUDA's; two ranks
 
 
 

@@ -1,5 +1,5 @@
-"""The GPU check (issue 31, `make gpu-check`): what only a GPU can confirm of
-the GPU path, measured, in one JSON report.
+"""The GPU check (`make gpu-check`): what only a GPU can confirm of the GPU
+path, measured, in one JSON report.
 
     python tools/gpu_check.py [--device cuda|cpu] [--tiny] [--out report.json]
 
@@ -7,8 +7,7 @@ the GPU path, measured, in one JSON report.
 2, where torch sees no GPU (a CPU build, no driver, CUDA_VISIBLE_DEVICES), so
 that a GPU check never quietly runs its CPU form.
 
-About 8 minutes on one H100 or H200. Sections (each one's `passed`, and what
-it measured):
+Sections (each one's `passed`, and what it measured):
 
 - environment: torch, CUDA, cuDNN, the GPU, bf16 support;
 - fork_safety: the warm server's imports leave CUDA uninitialised (a forked
@@ -19,8 +18,15 @@ it measured):
   16,384 tokens: the backend SDPA picks, deterministic or not, its forward and
   backward time and peak memory, and which backends accept the form;
 - architectures: three steps of every backbone at 1,024 tokens in bf16-mixed
-  and 32-true, deterministic, under torch.cuda.set_sync_debug_mode("warn"):
-  no determinism error, a finite loss, the syncs of each step;
+  and 32-true, deterministic; then as the GPU presets train (deterministic
+  off, TF32, dropout 0.1): paper.yaml's backbones at 2,000 padded tokens and
+  lra.yaml's Path-X backbones at 16,384 unpadded ones. Each: no determinism
+  error, a finite loss, every sync of each step and where it came from
+  (torch.cuda.set_sync_debug_mode("warn")), the SDPA backends picked (a
+  preset's never the math path), the last step's time and the peak memory;
+- full_float32: Performer's features and S4's kernel under matmul_precision
+  high against float64, as the models compute them (TF32 kept out) and with
+  TF32 let in: kept out, the error is float32's;
 - flops: each backbone's counted FLOPs of one step on the CPU (float32)
   against the training device under autocast: equal;
 - resume: a run stopped by USR1 and resumed against the unbroken run, under
@@ -28,23 +34,39 @@ it measured):
 - ladder: step time and peak memory of the transformer ladder at 2,000 tokens
   as the paper preset trains it (depth protocol, its micro-batches,
   bf16-mixed), against the GPU-memory estimate and the preset's runtimes;
-- mfu: the transformer at base size (12 x 768) in bf16 at 2,000 tokens,
-  counted FLOPs over step time, against the GPU's nominal bf16 peak and a
-  measured matmul peak (the goal: 40%).
+- mfu: the transformer at paper.yaml's base (27 x 512) as it trains it
+  (bf16-mixed, dropout 0.1, micro-batches of 8 x 2,000 tokens, unpadded so
+  that flash attention runs), counted FLOPs over step time, against the GPU's
+  nominal bf16 peak and a measured matmul peak (the goal: 40%);
+- ddp_ends_together: where there are two GPUs, two ranks on NCCL: rank 0's
+  failed record ends rank 1 at once, and a collective that times out ends
+  the run (skipped on one GPU; tests/test_ddp.py has the gloo form).
+
+About 4 minutes on one H100 or H200, and at most 8 (twice that), estimated
+from FLOPs: the sections' steps are about 1.6 PFLOP in all
+(study.costs.step_flops_estimate of each shape and batch, times its steps:
+the ladder 0.78, the architectures 0.41, the SDPA forms 0.25, MFU 0.11),
+5 s at a third of an H100's dense bf16 peak (2 s more for the float32
+steps); the rest is fixed costs, about 1.5 s a model built and stepped (70
+models), 20 s a subprocess (3), 30 s of FLOP counting on the CPU and 15 s of
+imports. Two GPUs add the DDP section's 3 minutes.
 
 `--device cpu` runs it without a GPU, asked for by name, skipping only what
 needs CUDA (the SDPA backends, MFU); `--tiny` shrinks every shape (the fast
-test suite runs `--device cpu --tiny`). The report's `passed` is every section's.
+test suite runs `--device cpu --tiny`, which skips the two-rank section too).
+The report's `passed` is every section's.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,9 +79,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = {"wall_seconds", "tokens_per_second"}
-# Dense bf16 tensor-core peaks (FLOP/s) by device name, from the vendors' sheets.
-NOMINAL_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
-                "A10": 125e12, "L4": 121e12, "V100": 125e12}
+# Dense bf16 tensor-core peaks (FLOP/s) from the vendors' datasheets, by the
+# words of torch's device name ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"):
+# the entry with the most words that all appear wins, so "H100 PCIe" is not
+# the SXM part and "L40" is not "L4" (`nominal_peak`).
+NOMINAL_BF16 = ((("H100", "PCIe"), 756e12), (("H100", "NVL"), 835e12),
+                (("H200", "NVL"), 835e12), (("H100",), 989e12), (("H200",), 989e12),
+                (("GH200",), 989e12), (("A100",), 312e12), (("L40S",), 362e12),
+                (("L40",), 181e12), (("L4",), 121e12), (("A10",), 125e12))
 LISTOPS = {"n_train": 256, "n_val": 32, "n_test": 32, "max_depth": 3, "max_args": 3,
            "min_length": 3, "max_length": 48}
 
@@ -116,6 +143,76 @@ def timed(ctx: Context, fn, repeats: int = 3) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def nominal_peak(name: str) -> float | None:
+    """The dense bf16 peak (FLOP/s) of the GPU torch names `name`; None for a
+    GPU not in NOMINAL_BF16."""
+    words = {word.upper() for word in re.split(r"[\s_-]+", name) if word}
+    for keys, peak in sorted(NOMINAL_BF16, key=lambda entry: -len(entry[0])):
+        if all(key.upper() in words for key in keys):
+            return peak
+    return None
+
+
+def src_first(environ) -> dict:
+    """`environ` with this checkout's src first on PYTHONPATH, the
+    environment's own entries after it."""
+    paths = [str(ROOT / "src"), *(p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def where(filename: str, lineno: int) -> str:
+    """A warning's place, file:line, relative to the checkout or to site-packages."""
+    path = Path(filename)
+    with contextlib.suppress(ValueError):
+        return f"{path.relative_to(ROOT)}:{lineno}"
+    parts = path.parts
+    start = parts.index("site-packages") + 1 if "site-packages" in parts else max(0, len(parts) - 3)
+    return f"{'/'.join(parts[start:])}:{lineno}"
+
+
+def step_syncs(ctx: Context, step):
+    """(where each device synchronisation of `step()` came from, one entry a
+    sync, its result): torch.cuda.set_sync_debug_mode("warn") warns at every
+    synchronising call, and every warning is kept ("always"), its file:line
+    naming the Python line that asked for it. On a CPU: none."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if ctx.cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            result = step()
+        finally:
+            if ctx.cuda:
+                torch.cuda.set_sync_debug_mode(0)
+    return [where(w.filename, w.lineno) for w in caught if "synchroniz" in str(w.message)], result
+
+
+@contextlib.contextmanager
+def sdpa_picks():
+    """Within it, how many calls of SDPA picked each backend (its name: FLASH_ATTENTION,
+    EFFICIENT_ATTENTION, CUDNN_ATTENTION, MATH...), as torch's dispatcher picks it
+    for the call's tensors, mask, dropout and causality."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend
+
+    real, picked = F.scaled_dot_product_attention, collections.Counter()
+
+    def recording(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        choice = torch._fused_sdp_choice(q, k, v, attn_mask, dropout_p, is_causal)
+        picked[SDPBackend(choice).name] += 1
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                    **kwargs)
+
+    F.scaled_dot_product_attention = recording
+    try:
+        yield picked
+    finally:
+        F.scaled_dot_product_attention = real
+
+
 def listops_data(ctx: Context) -> Path:
     from scalestudy import tasks
 
@@ -165,9 +262,11 @@ def batch_of(n: int, seq_len: int, seed: int = 0, pad: bool = True) -> tuple:
 
 
 def loop_for(ctx: Context, model, name: str, batch: int, seq_len: int, precision: str,
-             micro: int = 0, deterministic: bool = True, steps: int = 3):
-    """A TrainingLoop of `model` on synthetic rows, its Fabric from the study's
-    factory (the training step is the study's own)."""
+             micro: int = 0, deterministic: bool = True, steps: int = 3, pad: bool = True):
+    """A TrainingLoop of `model` on synthetic rows (`pad` False: every row
+    seq_len long, as images and Pathfinder's), its Fabric from the study's
+    factory (the training step is the study's own); deterministic runs
+    `highest` matmuls, the others `high` (TF32), as the GPU presets do."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -185,7 +284,7 @@ def loop_for(ctx: Context, model, name: str, batch: int, seq_len: int, precision
     torch.set_float32_matmul_precision(hw.matmul_precision)
     cfg = TrainConfig(max_steps=steps, batch_size=batch, warmup_steps=1, val_every=steps)
     model.cfg = cfg
-    rows = batch_of(batch, seq_len)
+    rows = batch_of(batch, seq_len, pad=pad)
     loader = DataLoader(list(zip(*rows, strict=True)), batch_size=batch)
     return TrainingLoop(fabric, model, cfg, run_dir, "gpu_check", loader, loader,
                         micro_batch=micro), rows
@@ -219,7 +318,7 @@ def fork_safety(ctx: Context) -> dict:
     probe = ("import importlib, torch; from scalestudy import warm; "
              "[importlib.import_module(m) for m in warm.PRELOAD]; "
              "print(int(torch.cuda.is_initialized()))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = src_first(os.environ)
     env.pop(warm.SOCKET_ENV, None)
     imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                               env=env, timeout=300)
@@ -268,7 +367,7 @@ def sdpa_backends(ctx: Context) -> dict:
                                                           device="cuda").tril()
         forms = {"no mask": (None, False), "is_causal": (None, True),
                  "key mask [B,1,1,T]": (real[:, None, None, :], False),
-                 "causal mask [B,1,T,T] (before issue 31)": (causal_mask, False)}
+                 "causal mask [B,1,T,T]": (causal_mask, False)}
         for name, (mask, causal) in forms.items():
             row = {}
 
@@ -307,48 +406,225 @@ def sdpa_backends(ctx: Context) -> dict:
     return {"forms": out, "passed": fused}
 
 
-def architectures(ctx: Context) -> dict:
+def trained_steps(ctx: Context, key: str, arch: str, size: str, seq_len: int, batch: int,
+                  precision: str, *, deterministic: bool = True, dropout: float = 0.0,
+                  pad: bool = True, protocol: str = "default", steps: int = 3) -> dict:
+    """`steps` training steps of `arch` on synthetic rows: finite losses, each
+    step's syncs (how many, and from where), the SDPA backends its attention
+    picked, the last step's time and the peak memory."""
     import torch
 
+    from scalestudy.models.layers import fixed_length
+
+    peak_reset(ctx)
+    torch.manual_seed(0)
+    model = classifier(arch, size, seq_len, protocol, dropout)
+    if not pad:
+        fixed_length(model)  # what a run on data that never pads declares
+    training, rows = loop_for(ctx, model, key, batch, seq_len, precision,
+                              deterministic=deterministic, pad=pad)
+    syncs, losses, seconds = [], [], 0.0
+    with sdpa_picks() as picked:
+        for _ in range(steps):
+            sync(ctx)
+            start = time.perf_counter()
+            step_sources, loss = step_syncs(ctx, lambda: training.training_step(rows))
+            sync(ctx)
+            seconds = time.perf_counter() - start
+            syncs.append(step_sources)
+            losses.append(loss)
+    sources = collections.Counter(place for step in syncs for place in step)
+    return {"finite": all(bool(torch.isfinite(loss)) for loss in losses),
+            "loss": float(losses[-1]), "syncs_per_step": [len(step) for step in syncs],
+            "sync_sources": dict(sources.most_common()), "sdpa": dict(picked),
+            "last_step_ms": round(1e3 * seconds, 2), "peak_gb": peak_gb(ctx)}
+
+
+def preset(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / f"config/studies/{name}.yaml").read_text())
+
+
+def architectures(ctx: Context) -> dict:
+    """Every backbone deterministic, padded, in bf16-mixed and 32-true; then
+    as the GPU presets train (deterministic off, TF32, dropout 0.1 in the
+    attention too, the depth protocol): paper.yaml's backbones on padded rows
+    at its ListOps length (SDPA's key mask), and lra.yaml's Path-X backbones on
+    unpadded rows of 16,384 tokens at its micro-batch (no mask: flash or
+    cuDNN attention)."""
     from scalestudy.architectures import ARCHITECTURES
 
-    size, seq_len, batch = ("xxs", 16, 2) if ctx.tiny else ("small", 1024, 8)
+    paper, lra = preset("paper"), preset("lra")
+    pathx_size = lra["grid"]["per_task"]["pathx"]["sizes"][-1]
+    if ctx.tiny:
+        size, seq_len, batch = "xxs", 16, 2
+        listops, pathx, pathx_batch, pathx_size = (32, 2), 64, 2, "xxs"
+    else:
+        size, seq_len, batch = "small", 1024, 8
+        listops = (paper["tasks"]["listops"]["max_length"], 8)
+        pathx = lra["tasks"]["pathx"]["image_size"] ** 2
+        pathx_batch = lra["resources"]["tasks"]["pathx"]["sizes"][pathx_size]["micro_batch"]
+    runs = {f"{arch} {precision}": dict(arch=arch, size=size, seq_len=seq_len, batch=batch,
+                                        precision=precision)
+            for arch in ARCHITECTURES for precision in ("bf16-mixed", "32-true")}
+    presets = dict(precision="bf16-mixed", deterministic=False, dropout=0.1, protocol="depth")
+    for arch in paper["grid"]["archs"]:
+        runs[f"{arch} as paper.yaml trains it"] = dict(
+            arch=arch, size=size, seq_len=listops[0], batch=listops[1], **presets)
+    for arch in lra["grid"]["archs"]:
+        runs[f"{arch} as lra.yaml trains Path-X"] = dict(
+            arch=arch, size=pathx_size, seq_len=pathx, batch=pathx_batch, pad=False, **presets)
     results, passed = {}, True
-    for arch in ARCHITECTURES:
-        for precision in ("bf16-mixed", "32-true"):
-            key = f"{arch} {precision}"
-            peak_reset(ctx)
-            try:
-                torch.manual_seed(0)
-                training, rows = loop_for(ctx, classifier(arch, size, seq_len), key, batch,
-                                          seq_len, precision)
-                syncs, losses = [], []
-                for _ in range(3):
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always")
-                        if ctx.cuda:
-                            torch.cuda.set_sync_debug_mode("warn")
-                        try:
-                            losses.append(training.training_step(rows))
-                        finally:
-                            if ctx.cuda:
-                                torch.cuda.set_sync_debug_mode(0)
-                    syncs.append(sorted({str(w.message).split("\n")[0][:120] for w in caught
-                                         if "synchroniz" in str(w.message)}))
-                finite = all(bool(torch.isfinite(loss)) for loss in losses)
-                results[key] = {"finite": finite, "loss": float(losses[-1]),
-                                "syncs_per_step": [len(s) for s in syncs],
-                                "sync_sources": sorted({m for s in syncs for m in s}),
-                                "peak_gb": peak_gb(ctx)}
-                passed &= finite
-            except Exception as err:
-                results[key] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
-                passed = False
-            finally:
-                with contextlib.suppress(NameError):
-                    del training
-    return {"size": size, "seq_len": seq_len, "batch": batch, "deterministic": True,
-            "runs": results, "passed": passed}
+    for key, run in runs.items():
+        settings = {k: v for k, v in run.items() if k != "arch"}
+        try:
+            results[key] = {**settings, **trained_steps(ctx, key, **run)}
+            passed &= results[key]["finite"]
+            # The presets' attention runs a fused kernel on a GPU: the math path
+            # keeps the T x T scores (17 GB a layer for Path-X's micro-batch).
+            if ctx.cuda and not run.get("deterministic", True):
+                passed &= "MATH" not in results[key]["sdpa"]
+        except Exception as err:
+            results[key] = {**settings, "error": f"{type(err).__name__}: {str(err)[:300]}"}
+            passed = False
+    return {"runs": results, "passed": passed}
+
+
+def full_float32(ctx: Context) -> dict:
+    """What the models compute in float32 on purpose, under the GPU presets'
+    matmul_precision high (TF32 elsewhere), against float64: Performer's
+    features (exp of logits from a matmul: a logit's absolute error is the
+    feature's relative error; head dim 64 and its 266 features) and S4's
+    kernel at 16,384 positions (a complex64 matmul), width 512. Each as the
+    models compute it (layers.full_float32_matmuls), with TF32 let in (the
+    context a no-op), and at `highest`: with the context the error is
+    float32's."""
+    import torch
+
+    from scalestudy.models import performer, s4
+
+    torch.manual_seed(0)
+    dim, rows, length = 64, (256 if ctx.tiny else 4096), (256 if ctx.tiny else 16384)
+    projection = performer.orthogonal_features(performer.default_features(dim), dim, 0)
+    projection = projection.to(ctx.device)
+    q = torch.randn(2, 8, rows, dim, device=ctx.device) * dim**-0.25  # as favor_attention scales
+    kernel = s4.S4DKernel(512, 64, 2, 1e-3, 1e-1).to(ctx.device)
+    kernel.reset_parameters()
+    exact_kernel = s4.S4DKernel(512, 64, 2, 1e-3, 1e-1).to(ctx.device, torch.float64)
+    exact_kernel.load_state_dict(kernel.state_dict())
+
+    def exact_features() -> torch.Tensor:  # positive_features' formula, in float64
+        x, w = q.double(), projection.double()
+        logits = x @ w.T - x.pow(2).sum(-1, keepdim=True) / 2 + w.pow(2).sum(-1) / 2
+        return (logits - logits.amax(-1, keepdim=True)).exp() / math.sqrt(w.shape[0])
+
+    features, k_exact = exact_features(), exact_kernel(length)
+    seen = features > 1e-30  # below it, float32 holds no digits of a feature
+
+    def errors() -> dict:
+        got = performer.positive_features(q, projection, is_query=True).double()
+        k = kernel(length).double()
+        return {"performer_max_log_error": float((got[seen].log() - features[seen].log())
+                                                 .abs().max()),
+                "s4_kernel_relative_error": float((k - k_exact).abs().max()
+                                                  / k_exact.abs().max())}
+
+    saved = torch.get_float32_matmul_precision()
+    out = {}
+    try:
+        for name, precision, context in (
+                ("highest", "highest", None), ("high", "high", None),
+                ("high, TF32 let in", "high", contextlib.nullcontext)):
+            torch.set_float32_matmul_precision(precision)
+            with contextlib.ExitStack() as patches:
+                if context is not None:
+                    for module in (performer, s4):
+                        real = module.full_float32_matmuls
+                        module.full_float32_matmuls = context
+                        patches.callback(setattr, module, "full_float32_matmuls", real)
+                out[name] = errors()
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    passed = all(out["high"][key] <= 2 * out["highest"][key] + 1e-6 for key in out["high"])
+    return {"errors": out, "passed": passed}
+
+
+# A two-rank run whose rank 0 fails (a model error: a failed record) or hangs
+# outside any collective at step 2, while rank 1 goes on into the next step's
+# collectives (tests/test_ddp.py has the gloo form).
+RANKS = """
+import os, sys, time
+from datetime import timedelta
+from pathlib import Path
+from scalestudy.commands import run_command
+from scalestudy.training import loop
+
+rank, mode = os.environ.get("LOCAL_RANK", "0"), sys.argv[1]
+loop.COLLECTIVE_TIMEOUT = timedelta(seconds=int(sys.argv[2]))
+
+def after_step(self):
+    if rank == "1" and self.step == 1:
+        Path("rank1.pid").write_text(str(os.getpid()))
+    if rank == "0" and self.step == 2:
+        time.sleep(5)  # rank 1 is waiting in a collective by now
+        if mode == "fails":
+            raise RuntimeError("an error of the model on rank 0")
+        time.sleep(600)
+
+loop.TrainingLoop.after_step = after_step
+sys.exit(run_command(sys.argv[3:]))
+"""
+DDP_TIMEOUT = 90  # seconds: a collective's timeout here; rank 1's start-up must fit in it
+
+
+def ddp_ends_together(ctx: Context) -> dict:
+    """Two ranks on NCCL (two GPUs): rank 0's failed record ends rank 1, which
+    waits in a collective, at once (not after NCCL's 30 minutes); rank 0 hung
+    outside any collective ends the run after the collective's timeout
+    (NCCL's watchdog aborts rank 1, and Lightning's watcher then rank 0)."""
+    import torch
+
+    from scalestudy import warm
+    from scalestudy.records import read_records
+
+    if ctx.cuda and torch.cuda.device_count() < 2:
+        return {"skipped": "needs 2 GPUs", "passed": True}
+    if ctx.tiny:  # the fast suite's: tests/test_ddp.py has the gloo form (slow)
+        return {"skipped": "two ranks take minutes", "passed": True}
+    data = listops_data(ctx)
+    env = src_first(os.environ)
+    env.pop(warm.SOCKET_ENV, None)
+    out = {}
+    for mode, bound in (("fails", 120), ("hangs", DDP_TIMEOUT + 120)):
+        work = ctx.work / f"ddp_{mode}"
+        work.mkdir()
+        (work / "ranks.py").write_text(RANKS)
+        spec = run_spec(ctx, 12, devices=2, strategy="ddp")
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, "ranks.py", mode, str(DDP_TIMEOUT), "train", "--spec",
+                 json.dumps(spec), "--data-dir", str(data), "--run-dir", str(work / "run")],
+                capture_output=True, text=True, timeout=bound + 60, env=env, cwd=work)
+            code, log = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as late:
+            code, log = None, str(late.stdout or "") + str(late.stderr or "")
+        seconds = time.perf_counter() - start
+        rank1 = int((work / "rank1.pid").read_text()) if (work / "rank1.pid").exists() else None
+        alive = rank1 is not None and Path(f"/proc/{rank1}").exists()
+        if alive:
+            os.kill(rank1, signal.SIGKILL)
+        record = work / "run" / "record.parquet"
+        status = read_records(record).iloc[0]["status"] if record.exists() else None
+        ended = code == 0 and status == "failed" if mode == "fails" else (
+            code not in (0, None) and status is None)
+        out[f"rank 0 {mode}"] = {"seconds": round(seconds, 1), "exit": code, "record": status,
+                                 "rank1_left_running": alive,
+                                 "log_tail": "" if ended else log[-1500:],
+                                 "passed": ended and not alive and seconds < bound}
+    return {"collective_timeout_s": DDP_TIMEOUT, "runs": out,
+            "passed": all(run["passed"] for run in out.values())}
 
 
 def flops(ctx: Context) -> dict:
@@ -416,12 +692,10 @@ def resume(ctx: Context) -> dict:
 
 def ladder(ctx: Context) -> dict:
     import torch
-    import yaml
 
     from scalestudy.study import costs
 
-    paper = yaml.safe_load((ROOT / "config/studies/paper.yaml").read_text())
-    sizes_cfg = paper["resources"]["sizes"]
+    sizes_cfg = preset("paper")["resources"]["sizes"]
     if ctx.tiny:
         sizes, seq_len, protocol = ("xxs", "xs", "s"), 64, "default"
     else:
@@ -455,28 +729,41 @@ def ladder(ctx: Context) -> dict:
 
 
 def mfu(ctx: Context) -> dict:
+    """The transformer at paper.yaml's base (the depth protocol: 27 x 512), as
+    it trains: bf16-mixed, deterministic off, dropout 0.1, its micro-batch of
+    8 rows of 2,000 tokens, unpadded (no mask: flash attention). Counted FLOPs
+    over step time, against the GPU's nominal bf16 peak and a measured matmul
+    peak (the goal: 40%)."""
     if not ctx.cuda:
         return {"skipped": "needs CUDA", "passed": True}
     import torch
 
+    from scalestudy.models.layers import fixed_length
     from scalestudy.training.flops import flops_per_step
 
+    paper = preset("paper")
     name = torch.cuda.get_device_name()
-    nominal = next((peak for key, peak in NOMINAL_BF16.items() if key in name), None)
+    nominal = nominal_peak(name)
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     matmul = timed(ctx, lambda: a @ a, repeats=10)
     measured_peak = 2 * 8192**3 / matmul
-    seq_len, micro = 2000, 8
+    seq_len = paper["tasks"]["listops"]["max_length"]
+    micro = paper["resources"]["sizes"]["base"]["micro_batch"]
     torch.manual_seed(0)
-    model = classifier("transformer", "base", seq_len)
+    model = classifier("transformer", "base", seq_len, "depth", paper["train"]["dropout"])
+    fixed_length(model)
     training, rows = loop_for(ctx, model, "mfu", micro, seq_len, "bf16-mixed",
-                              deterministic=False, steps=100)
+                              deterministic=False, steps=100, pad=False)
     with torch.autocast("cuda", torch.bfloat16):
         counted = flops_per_step(model, tuple(t[:micro].cuda() for t in rows))
+    with sdpa_picks() as picked:
+        training.training_step(rows)
     seconds = timed(ctx, lambda: training.training_step(rows), repeats=5)
     achieved = counted / seconds
-    out = {"gpu": name, "counted_flops_per_step": counted, "step_seconds": round(seconds, 4),
-           "achieved_tflops": round(achieved / 1e12, 1),
+    shape = model.backbone.cfg
+    out = {"gpu": name, "shape": f"{shape.depth} x {shape.width}", "rows": micro,
+           "seq_len": seq_len, "sdpa": dict(picked), "counted_flops_per_step": counted,
+           "step_seconds": round(seconds, 4), "achieved_tflops": round(achieved / 1e12, 1),
            "matmul_peak_tflops": round(measured_peak / 1e12, 1),
            "mfu_of_matmul_peak": round(achieved / measured_peak, 3)}
     if nominal:
@@ -486,7 +773,8 @@ def mfu(ctx: Context) -> dict:
     return out
 
 
-SECTIONS = (environment, fork_safety, sdpa_backends, architectures, flops, resume, ladder, mfu)
+SECTIONS = (environment, fork_safety, sdpa_backends, architectures, full_float32, flops, resume,
+            ladder, mfu, ddp_ends_together)
 
 
 def no_gpu() -> str | None:

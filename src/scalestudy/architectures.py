@@ -78,7 +78,7 @@ ARCHITECTURES: Registry[Architecture] = Registry("arch", [
     # Pooling merges positions t and t+1: no causal mode.
     A("funnel", "funnel", "Funnel", "#882255", "<", causal=False,
       activation_bytes=(46.0, 30.0)),
-    A("albert", "albert", "Albert", "#999933", "p", activation_bytes=(70.0, 42.0),
+    A("albert", "albert", "Albert", "#999933", "p", activation_bytes=(70.0, 43.0),
       params_factor=0.2),
     A("mixer", "mixer", "Mixer", "#332288", "h", activation_bytes=(86.0, 48.0), attention=False),
     A("lconv", "convolutions", "LightConv", "#44AA99", ">", activation_bytes=(70.0, 40.0),

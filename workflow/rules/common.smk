@@ -243,6 +243,8 @@ localrules:
 TRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS)
 PRETRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS,
                                                      section="pretrain")
+# trainer.threads for each process of a run: one per device under DDP.
+JOB_THREADS = resources.job_threads(config)
 
 
 def cpu_runs(wildcards):

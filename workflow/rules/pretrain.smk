@@ -48,7 +48,7 @@ rule pretrain_task:
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
         f"{OUT}/logs/{TASK_PRETRAIN}.log",
-    threads: config["trainer"]["threads"]
+    threads: JOB_THREADS
     priority: pretrain_priority
     resources:
         **PRETRAINING_RESOURCES,
@@ -76,7 +76,7 @@ rule pretrain_upstream:
         out_dir=lambda wc, output: os.path.dirname(output.record),
     log:
         f"{OUT}/logs/{UPSTREAM_PRETRAIN}.log",
-    threads: config["trainer"]["threads"]
+    threads: JOB_THREADS
     priority: pretrain_priority
     resources:
         **PRETRAINING_RESOURCES,

@@ -24,7 +24,7 @@ rule train:
         f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/{{prior}}/s{{seed}}.log"
         if not BUDGETS
         else f"{OUT}/logs/train/{{task}}/{{arch}}/{{size}}/b{{budget}}/{{prior}}/s{{seed}}.log",
-    threads: config["trainer"]["threads"]
+    threads: JOB_THREADS
     priority: train_priority
     resources:
         **TRAINING_RESOURCES,

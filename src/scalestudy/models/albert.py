@@ -51,7 +51,11 @@ class FactorisedEmbedding(nn.Module):
         self.project = nn.Linear(embed_dim, width)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.project(self.norm(self.lookup(tokens)))
+        # Outside autocast: the residual stream starts in the weights' dtype
+        # (float32 under mixed precision) as the other backbones' does from
+        # their embedding tables, not in the bf16 of an autocast Linear.
+        with torch.autocast(tokens.device.type, enabled=False):
+            return self.project(self.norm(self.lookup(tokens)))
 
 
 class Albert(nn.Module):

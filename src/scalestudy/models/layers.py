@@ -7,9 +7,28 @@ value, out; up, down) because the Fixup priors rescale exactly those.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+@contextlib.contextmanager
+def full_float32_matmuls() -> Iterator[None]:
+    """Within it, float32 matmuls in full float32, whatever
+    trainer.matmul_precision allows elsewhere (`high`: TF32, which keeps 10
+    bits of each input's mantissa): for what is computed in float32 for its
+    precision, Performer's feature logits before exp and S4's complex kernel.
+    Set and restored with torch.set_float32_matmul_precision, the setting the
+    loop makes (torch refuses a mix of it and the newer fp32_precision flags)."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved)
 
 
 class Embedding(nn.Module):

@@ -20,7 +20,7 @@ padding and causality stay exact): feature j is multiplied by exp(-|w_j|^2 / 2)
 on the key side and exp(+|w_j|^2 / 2) on the query side (cancels in the
 product), so key features are exp(-|w_j - k|^2 / 2) <= 1; each query row is
 then shifted by its own maximum, which cancels in the normalisation. The
-features are computed in float32.
+features are computed in float32, their logits' matmul without TF32.
 
 Simplified: features are never redrawn during training (the paper allows
 periodic redrawing); no attention dropout (there is no attention matrix).
@@ -37,7 +37,15 @@ from torch import nn
 
 from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
-from .layers import Embedding, FeedForward, Residual, SelfAttention, closing_norm, standard_init
+from .layers import (
+    Embedding,
+    FeedForward,
+    Residual,
+    SelfAttention,
+    closing_norm,
+    full_float32_matmuls,
+    standard_init,
+)
 
 CAUSAL_CHUNK = 128  # positions per chunk of the causal prefix sum
 
@@ -71,7 +79,8 @@ def orthogonal_features(features: int, dim: int, seed: int) -> torch.Tensor:
 def positive_features(x: torch.Tensor, projection: torch.Tensor, is_query: bool) -> torch.Tensor:
     """phi(x) for x [..., T, d] (already scaled by d^-1/4), stabilised as in the docstring."""
     x, projection = x.float(), projection.float()
-    logits = x @ projection.T - x.pow(2).sum(-1, keepdim=True) / 2
+    with full_float32_matmuls():  # exp turns a logit's absolute error into a relative one
+        logits = x @ projection.T - x.pow(2).sum(-1, keepdim=True) / 2
     half_norms = projection.pow(2).sum(-1) / 2
     if is_query:
         logits = logits + half_norms

@@ -84,7 +84,7 @@ from torch import nn
 
 from ..study.ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
-from .layers import FeedForward, Residual, closing_norm, standard_init
+from .layers import FeedForward, Residual, closing_norm, full_float32_matmuls, standard_init
 
 SSM_PARAMETER_NAMES = ("log_dt", "log_A_real", "A_imag")
 A_INITS = ("lin", "random")  # S4D-Lin (structured) or random A (s4_random_a)
@@ -133,7 +133,8 @@ class S4DKernel(nn.Module):
         """(dt A [D, N/2], Abar [D, N/2], Bbar [D, N/2], C [channels, D, N/2]), complex.
 
         Computed in at least float32: complex exponentials and FFTs have no
-        half-precision kernels, and the kernel needs the precision anyway.
+        half-precision kernels, and the kernel needs the precision anyway
+        (its matmul without TF32: `forward`).
         """
         real = torch.promote_types(self.log_dt.dtype, torch.float32)
         dt = self.log_dt.to(real).exp().unsqueeze(-1)
@@ -146,7 +147,8 @@ class S4DKernel(nn.Module):
         dt_a, _, b_bar, c = self.discretised()
         steps = torch.arange(length, device=dt_a.device, dtype=dt_a.real.dtype)
         powers = (dt_a.unsqueeze(-1) * steps).exp()  # Abar^l: [D, N/2, L]
-        return 2 * torch.einsum("cdn,dnl->cdl", c * b_bar, powers).real
+        with full_float32_matmuls():  # a complex64 matmul, which TF32 would reach too
+            return 2 * torch.einsum("cdn,dnl->cdl", c * b_bar, powers).real
 
 
 class DLRKernel(nn.Module):
@@ -183,7 +185,8 @@ class DLRKernel(nn.Module):
         steps = torch.arange(length, device=lam.device, dtype=real)
         powers = (lam.unsqueeze(-1) * steps).exp()  # lambda^l: [M, L]
         w = torch.view_as_complex(self.W.to(real))  # [channels, D, M]
-        return torch.einsum("chm,ml->chl", w, powers).real
+        with full_float32_matmuls():
+            return torch.einsum("chm,ml->chl", w, powers).real
 
 
 class S4DLayer(nn.Module):

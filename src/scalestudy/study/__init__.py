@@ -5,7 +5,8 @@ The Snakefile (workflow/rules/common.smk), the tests and tools/ use this
 package, never a copy of it; it imports no torch, so that every Snakemake
 invocation, dry runs included, is quick.
 
-- schema.py: config/schema.yaml completed from the registries; ConfigError
+- schema.py: config/schema.yaml completed from the registries; ConfigError,
+  ConfigWarning
 - checks.py: `validate`, everything a study is refused for
 - grid.py: cells, the pretraining runs they need, run directories
 - specs.py: TrainConfig, TrainerConfig, RunSpec, PretrainSpec and their builders
@@ -22,7 +23,7 @@ from .checks import (
     trains_in_host_memory,
     validate,
 )
-from .schema import SCHEMA_PATH, ConfigError
+from .schema import SCHEMA_PATH, ConfigError, ConfigWarning
 
-__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "check_cluster", "check_memory",
-           "machine_memory", "trains_in_host_memory", "validate"]
+__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "ConfigWarning", "check_cluster",
+           "check_memory", "machine_memory", "trains_in_host_memory", "validate"]

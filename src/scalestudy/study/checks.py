@@ -24,6 +24,8 @@ then every job's spec parses. It checks, in order:
   trains on whatever node the job lands on;
 - for a GPU study with `resources.gpu_mem_gb`, that every run's estimated GPU
   memory fits in it (`costs.gpu_memory`), run by run;
+- with `resources.max_runtime`, the jobs whose first attempt it caps: not
+  refused, a ConfigWarning naming them (`check_runtimes`);
 - that each tracker of trainer.loggers is installed (else the extra to install);
 - when `memory_bytes` is given, that the largest size's estimated training
   memory fits in it (`costs.training_memory`).
@@ -33,7 +35,9 @@ Torch-free and quick: the workflow runs it on every invocation, dry runs too.
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from pathlib import Path
 
 from ..architectures import ARCHITECTURES
@@ -44,8 +48,8 @@ from ..training.plateau import PLATEAU_MIN_VALIDATIONS
 from ..training.trackers import require as require_trackers
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
-from .resources import device_count, gpu_study, local_gpus
-from .schema import SCHEMA_PATH, ConfigError, check_schema, coerce_config
+from .resources import device_count, gpu_study, local_gpus, runtime
+from .schema import SCHEMA_PATH, ConfigError, ConfigWarning, check_schema, coerce_config
 from .specs import batch_shares, trainer_section
 
 GIB = 2**30
@@ -199,6 +203,38 @@ def check_gpu_memory(config: dict) -> None:
                 f"grid (grid.per_task)")
 
 
+def check_runtimes(config: dict) -> None:
+    """Warn of the jobs whose estimated runtime exceeds resources.max_runtime.
+    Capped, not refused: each attempt asks for max_runtime, SLURM's USR1
+    before the limit has the run save last.ckpt, and the retry resumes there
+    (docs/cluster.md), so such a job finishes over attempts; refusing it would
+    leave its runtime to be cut to the same cap by hand. The warning names the
+    attempts each needs, which the profile's retries must allow."""
+    cap = config["resources"]["max_runtime"]
+    if not cap:
+        return
+    grid, over = config["grid"], set()
+    for cell in cells(grid):
+        minutes = runtime(config, "train", cell.task, cell.arch, cell.size, cell.prior,
+                          cell.budget)
+        budget = "" if cell.budget is None else f" of {cell.arch} at budget {cell.budget:g}"
+        over.add((minutes, f"the {cell.task} runs{budget} at size {cell.size}"))
+    for run in pretrain_cells(grid):
+        minutes = runtime(config, "pretrain", run.task, run.arch, run.size, None, run.budget)
+        budget = "" if run.budget is None else f" of {run.arch} at budget {run.budget:g}"
+        where = f" on {run.task}" if run.task else ""
+        over.add((minutes, f"the {run.stage} pretraining{where}{budget} at size {run.size}"))
+    over = sorted((item for item in over if item[0] > cap), reverse=True)
+    if over:
+        jobs = "; ".join(f"{what}: {minutes} minutes, {math.ceil(minutes / cap)} attempts"
+                         for minutes, what in over)
+        warnings.warn(
+            f"resources.max_runtime: {cap} minutes caps every attempt of the jobs estimated "
+            f"to need longer; each stops at its limit with a checkpoint and its retry resumes "
+            f"there, so the profile's retries must allow the attempts it needs ({jobs})",
+            ConfigWarning, stacklevel=3)
+
+
 def trains_in_host_memory(config: dict) -> bool:
     """Whether the study's jobs train in this machine's RAM: a CPU (or MPS, which
     shares it), or `auto` with no NVIDIA GPU here. GPU memory is checked apart
@@ -253,5 +289,6 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
         check_cluster(config)
     if gpu_study(config) and config["resources"]["gpu_mem_gb"]:
         check_gpu_memory(config)
+    check_runtimes(config)
     if memory_bytes is not None:
         check_memory(config, memory_bytes)

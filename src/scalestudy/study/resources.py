@@ -92,29 +92,56 @@ def job_setting(config: dict, task: str | None, size: str, key: str, default=Non
     return default
 
 
-def sized(config: dict, key: str, section: str = "train"):
-    """A job's runtime or mem_mb (job_setting), times the attempt: a job that
-    failed (out of time, out of memory) is retried with more. A budgeted
-    run's runtime (grid.budgets; the `budget` wildcard) also scales with its
-    estimated steps over `section`.max_steps, the length the runtime is
-    stated for (costs.budget_scale). A Snakemake resource callable
-    (wildcards, attempt)."""
+def runtime(config: dict, section: str, task: str | None, arch: str | None, size: str,
+            prior: str | None = None, budget: float | None = None) -> int:
+    """A job's runtime (minutes) on its first attempt, uncapped: job_setting's,
+    and a budgeted run's (grid.budgets) scaled by its estimated steps over
+    `section`.max_steps, the length the runtime is stated for
+    (costs.budget_scale). A finetuning run after a budgeted pretraining is
+    not budgeted itself (`prior` needs a stage)."""
     from ..priors import PRIORS
     from . import costs
+
+    minutes = job_setting(config, task, size, "runtime")
+    budgets_this = section == "pretrain" or prior is None or PRIORS[prior].needs is None
+    if budget is not None and budgets_this:
+        minutes = math.ceil(minutes * costs.budget_scale(config, section, task, arch, size,
+                                                         budget))
+    return minutes
+
+
+def sized(config: dict, key: str, section: str = "train"):
+    """A job's runtime or mem_mb, times the attempt: a job that failed (out
+    of time, out of memory) is retried with more. The runtime is `runtime`'s,
+    at most resources.max_runtime (where set) on every attempt: a scheduler
+    refuses a job that asks for more than its partition allows, and a run
+    stopped at its limit resumes in its retry. The memory is one rank's
+    (job_setting) times the run's devices: every rank holds the whole
+    splits. A Snakemake resource callable (wildcards, attempt)."""
     from .grid import budget_of
 
     def value(wildcards, attempt):
-        task = wildcards.get("task")
-        amount = job_setting(config, task, wildcards.size, key)
-        prior = wildcards.get("prior")
-        budgets_this = section == "pretrain" or prior is None or PRIORS[prior].needs is None
-        if key == "runtime" and wildcards.get("budget") is not None and budgets_this:
-            budget = budget_of(config["grid"], wildcards.get("budget"))
-            amount = math.ceil(amount * costs.budget_scale(
-                config, section, task, wildcards.get("arch"), wildcards.size, budget))
-        return amount * attempt
+        task, size = wildcards.get("task"), wildcards.size
+        if key != "runtime":
+            return job_setting(config, task, size, key) * devices_per_run(config) * attempt
+        budget = budget_of(config["grid"], wildcards.get("budget"))
+        minutes = runtime(config, section, task, wildcards.get("arch"), size,
+                          wildcards.get("prior"), budget)
+        return capped_runtime(config, minutes * attempt)
 
     return value
+
+
+def capped_runtime(config: dict, minutes: int) -> int:
+    """`minutes`, at most resources.max_runtime (0: no cap)."""
+    cap = config["resources"]["max_runtime"]
+    return min(minutes, cap) if cap else minutes
+
+
+def job_threads(config: dict) -> int:
+    """The CPUs a training job asks for: trainer.threads (torch's threads of
+    one process) for each of the run's devices, one process each under DDP."""
+    return config["trainer"]["threads"] * devices_per_run(config)
 
 
 def training_resources(config: dict, environ=os.environ, gpus: int = 0,

@@ -29,6 +29,10 @@ class ConfigError(ValueError):
     """A study configuration that cannot run, with the field and what it accepts."""
 
 
+class ConfigWarning(UserWarning):
+    """A study that runs, but not as its configuration alone says."""
+
+
 def field_name(path) -> str:
     """['grid', 'archs', 1] -> 'grid.archs[1]' (the root is 'config')."""
     text = ""

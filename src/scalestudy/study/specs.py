@@ -100,8 +100,9 @@ class TrainerConfig:
     # "auto": bf16-mixed on a GPU that has bf16, else 32-true (the record says
     # which ran).
     precision: str = "auto"
-    # Torch intra-op threads per run; 0 keeps torch's default. The workflow
-    # sets it to the job's thread count so parallel jobs do not oversubscribe.
+    # Torch intra-op threads of each of a run's processes (one per device under
+    # DDP); 0 keeps torch's default. The job asks for threads x devices CPUs,
+    # so that parallel jobs do not oversubscribe.
     threads: int = 0
     # torch.use_deterministic_algorithms: a CPU record is then bitwise
     # reproducible; off, a GPU may pick its fastest kernels (cuDNN attention,

@@ -38,29 +38,45 @@ counted and (pretraining) masked on the host before they move to the device.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
+import os
 import signal
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import torch
 from lightning.fabric import Fabric
 from lightning.fabric.loggers import CSVLogger
 from lightning.fabric.plugins.environments import LightningEnvironment
+from lightning.fabric.strategies import DDPStrategy
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from .. import faults
 from ..atomic import replacing
 from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
+from ..study.resources import device_count
 from ..study.specs import batch_shares
 from . import resume, trackers
 from .plateau import plateaued
 
 LAST = resume.CHECKPOINT
 NEVER = 2**62  # the step of a non-finite loss where there was none
+# How long a collective of a DDP run (the gradients' all-reduce, a check's
+# reduction, the barrier after a checkpoint) waits for a rank that does not
+# come, then fails the job: torch's default, 30 minutes, holds every GPU of
+# a hung run that long. Longer than what one rank does alone between two
+# collectives: a rank's start-up, rank 0 counting a step's FLOPs or writing
+# a checkpoint of the largest model.
+COLLECTIVE_TIMEOUT = timedelta(minutes=10)
+# Rank 0's process id, in the environment of the ranks it starts.
+RANK0_ENV = "SCALESTUDY_RANK0_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class Diverged(Exception):
@@ -83,14 +99,44 @@ def resolved_precision(hw) -> str:
     return "bf16-mixed" if cuda and torch.cuda.is_bf16_supported() else "32-true"
 
 
+def strategy_of(hw):
+    """Lightning's strategy for `hw`: DDP, with COLLECTIVE_TIMEOUT, wherever
+    the run may have more than one device (a count of "auto" or -1 is known
+    only to Lightning), else `hw.strategy`."""
+    many = (device_count(hw.devices) or 2) > 1
+    if not (hw.strategy.startswith("ddp") or (hw.strategy == "auto" and many)):
+        return hw.strategy
+    return DDPStrategy(timeout=COLLECTIVE_TIMEOUT,
+                       find_unused_parameters=hw.strategy == "ddp_find_unused_parameters_true")
+
+
+def die_with_rank0() -> None:
+    """In a rank that rank 0 started: be killed when rank 0's process ends,
+    however it ends (a failed record, the warm server's child exiting, a
+    SIGKILL), instead of waiting for it in a collective on a GPU that rank
+    0's end has just handed to the next job (Linux's parent-death signal;
+    rank 0 also ends its ranks itself: run.stop_other_ranks)."""
+    rank0 = os.environ.get(RANK0_ENV)
+    if rank0 is None:  # started by another launcher
+        return
+    with contextlib.suppress(OSError, AttributeError):  # no prctl: not Linux
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(rank0):  # rank 0 ended before the signal was asked for
+        os._exit(1)
+
+
 def make_fabric(hw, run_dir: Path, loggers: list | None = None) -> Fabric:
     """The one Fabric factory: hardware and numerics from `hw`
     (study.specs.TrainerConfig), the history to `loggers` (default:
     run_dir/metrics.csv; a run's trackers: training/trackers.py); launched
     (under DDP, the other ranks' processes run the same command)."""
+    if int(os.environ.get("LOCAL_RANK", "0")) > 0:  # a rank Lightning started
+        die_with_rank0()
+    else:
+        os.environ[RANK0_ENV] = str(os.getpid())
     # One run is one process (one SLURM task) that starts its devices'
     # processes itself: no SLURM environment detection (see training/resume.py).
-    fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=hw.strategy,
+    fabric = Fabric(accelerator=hw.accelerator, devices=hw.devices, strategy=strategy_of(hw),
                     precision=resolved_precision(hw), plugins=[LightningEnvironment()],
                     loggers=[CSVLogger(run_dir, name="", version="")] if loggers is None
                     else loggers)

@@ -14,6 +14,8 @@ the one start-up path and the one way a run ends in its record.
   accelerator) is no result: the job fails with no record, so that the
   scheduler retries it (with more memory: profiles/slurm) and a study never
   "finishes" with every cell failed on a node without its GPU.
+  Under DDP rank 0 ends the ranks it started before it exits
+  (`stop_other_ranks`).
 
 training/task.py and training/pretrain.py build their model and data and
 call these.
@@ -21,9 +23,11 @@ call these.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import subprocess
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -56,11 +60,21 @@ JOB_ERROR_MESSAGES = (
     "Torch not compiled with CUDA enabled",  # a CPU build of torch
     "CUDA error", "CUDA out of memory", "CUDA driver", "cuDNN error", "CUDNN_STATUS_",
     "cuDNN Frontend error", "CUBLAS_STATUS_", "NCCL error",
+    # A CPU run's collective that timed out or lost a rank (gloo's transport);
+    # NCCL's watchdog ends the process itself.
+    "gloo/transport",
     "DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory",
     # Deterministic cuBLAS without CUBLAS_WORKSPACE_CONFIG when the process first
     # used cuBLAS: every run of the process fails the same way (training/__init__.py).
     "not deterministic because it uses CuBLAS",
 )
+
+
+# How long rank 0, its run finished, waits for the ranks it started to exit.
+RANKS_EXIT_SECONDS = 60
+# The ranks this process started for its run (Lightning's launcher's list,
+# which its watcher polls), until they are stopped.
+_other_ranks: list[subprocess.Popen] | None = None
 
 
 class JobFailed(SystemExit):
@@ -80,12 +94,16 @@ def job_errors(run: Callable) -> Callable:
     """A training or pretraining run whose machine errors (`fails_the_job`,
     anywhere: Fabric's start, the model's placement, a step) fail the job with
     no record (JobFailed); any other error goes on to the caller, which records
-    it as a failed run."""
+    it as a failed run. Under DDP, rank 0 ends with its other ranks
+    (`stop_other_ranks`)."""
 
     @functools.wraps(run)
     def guarded(*args, **kwargs):
+        finished = False  # and its ranks with it: a failed run's may wait in a collective
         try:
-            return run(*args, **kwargs)
+            record = run(*args, **kwargs)
+            finished = record["status"] != "failed"
+            return record
         except Exception as err:
             if not fails_the_job(err):
                 raise
@@ -93,8 +111,34 @@ def job_errors(run: Callable) -> Callable:
             print(f"the machine failed the run ({error_line(err)}): no record; the job fails "
                   "so that the scheduler retries it", flush=True)
             raise JobFailed from err
+        finally:
+            stop_other_ranks(wait=finished)
 
     return guarded
+
+
+def stop_other_ranks(wait: bool) -> None:
+    """Rank 0 ends with the ranks it started, before its exit releases the
+    run's locks (its GPUs on a workstation, its directory). A finished run's
+    ranks are given RANKS_EXIT_SECONDS to exit; otherwise (an error, a
+    failed record, a stop) they are killed at once, since a rank waiting in
+    a collective for rank 0 would wait until loop.COLLECTIVE_TIMEOUT holding
+    its GPU. SIGKILL: a rank in a collective runs no SIGTERM handler.
+    Lightning's watcher stops watching first (it kills rank 0 when a rank's
+    exit code is not 0)."""
+    global _other_ranks
+    watched, _other_ranks = _other_ranks, None
+    if not watched:
+        return
+    ranks = list(watched)
+    watched.clear()
+    deadline = time.monotonic() + (RANKS_EXIT_SECONDS if wait else 0)
+    for rank in ranks:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            rank.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if rank.poll() is None:
+            rank.kill()
+            rank.wait()
 
 
 def quiet_lightning() -> None:
@@ -134,6 +178,8 @@ def start(spec: Spec, run_dir: Path) -> Fabric:
     quiet_lightning()
     devices.claim(spec.trainer)
     fabric = make_fabric(spec.trainer, run_dir, loggers=trackers.open_trackers(spec, run_dir))
+    global _other_ranks
+    _other_ranks = getattr(fabric.strategy.launcher, "procs", None)
     seed_everything(spec.seed, verbose=False)
     return fabric
 
@@ -249,9 +295,15 @@ def train_and_record(
         trackers.stop(fabric.loggers, "killed")
         raise
     wall = loop.elapsed()
-    # Every device's tokens (DDP: each rank counted its own shard's).
-    tokens = int(fabric.all_reduce(torch.tensor(loop.tokens_seen, device=fabric.device),
-                                    reduce_op="sum"))
+    # Every device's tokens (DDP: each rank counted its own shard's). A failed
+    # run reduces nothing: its ranks need not have failed together, and a
+    # rank waiting in another collective would hold them all until the
+    # timeout; its record counts this rank's tokens for every rank.
+    if status == "failed":
+        tokens = loop.tokens_seen * fabric.world_size
+    else:
+        tokens = int(fabric.all_reduce(torch.tensor(loop.tokens_seen, device=fabric.device),
+                                        reduce_op="sum"))
     record.update(
         status=status, error=error, diverged_step=loop.diverged_step,
         stopped_by=loop.stopped_by, plateau_step=loop.plateau_step, final_lr=loop.final_lr,
