@@ -1,4 +1,4 @@
-"""Analysis checks against independent oracles (issue 25, item 13):
+"""Analysis checks against independent oracles:
 
 - the alpha_D/alpha_U interval on *noisy* data, where only paired bootstrap
   replicates give the exact answer;

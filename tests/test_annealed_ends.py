@@ -1,4 +1,4 @@
-"""A run that stops at its plateau is annealed first (issue 28, item 3): the
+"""A run that stops at its plateau is annealed first: the
 plateau starts a linear cooldown of the learning rate to zero over
 train.decay_fraction x the steps so far, within max_steps, and the record says
 where the cooldown began and the last step's learning rate.

@@ -1,5 +1,5 @@
-"""The causal priors build causal backbones, and the records say so (issue 25,
-item 4; issue 27, item 9). spt_causal pretrains causally and finetunes as
+"""The causal priors build causal backbones, and the records say so.
+spt_causal pretrains causally and finetunes as
 Amos et al.'s README recipe does, with the study's (bidirectional) backbone,
 except where the causal backbone lacks weights of the bidirectional one (S4);
 spt_causal_causal finetunes causally too. A finetuning record says both causal

@@ -1,5 +1,5 @@
-"""How often each claim holds on a study with no effect anywhere (issue 27,
-item 7): synthetic null studies on the grids of the default study, the
+"""How often each claim holds on a study with no effect anywhere: synthetic null studies
+on the grids of the default study, the
 workstation preset and the claim presets, every architecture and prior with the
 same law (claim_studies.null_study), each evaluated as claims.md evaluates it.
 

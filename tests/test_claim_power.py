@@ -1,5 +1,5 @@
 """How often each claim holds on a study with an effect of a stated size
-planted in it (its power; issue 36, item 4): synthetic studies on the grid of
+planted in it (its power): synthetic studies on the grid of
 the preset where the claim is meant to be judged (claim_studies.null_study with
 `acc_shift`, `variant_alpha` or `downstream_alpha`: the same law, noise and
 runs as the null studies of tests/test_claim_null_rates.py, plus the effect),

@@ -1,6 +1,6 @@
 """Every claim's decision rule on synthetic records built to hold, to fail on
-each condition and to lack data, including the counter-examples of issue 27 on
-which the earlier rules said "holds" (fast: no training, no fit stage)."""
+each condition and to lack data, including counter-examples on
+which earlier rules said "holds" (fast: no training, no fit stage)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_every_claim_states_its_text_source_rule_and_the_names_it_is_about():
 
 
 def test_every_source_cites_what_was_checked_or_says_unverified():
-    """Issue 27, item 8: no section number from memory. A source quotes the
+    """no section number from memory. A source quotes the
     abstract or the authors' README (read while writing it), says what is
     unverified, or names the control as this project's own."""
     for name, claim in CLAIMS.items():
@@ -117,7 +117,7 @@ def test_vanilla_scales_best_upstream_on_the_difference_of_exponents():
 
 
 def test_overlapping_intervals_can_still_differ_when_the_runs_are_paired():
-    """Issue 27, item 6: 0.30 against 0.27 with 5% noise shared by each (size,
+    """0.30 against 0.27 with 5% noise shared by each (size,
     seed): the two exponents' own intervals (the fit stage's fit_loglog)
     overlap, which the interval-overlap rule read as no difference; the paired
     difference's interval lies above 0."""
@@ -191,7 +191,7 @@ def test_best_architecture_changes_with_scale_when_each_leader_leads_its_size():
 
 
 def test_a_ranking_change_among_followers_with_the_leader_fixed_does_not_hold():
-    """Issue 27, item 1's counter-example (the tay_claims study): mixer leads at
+    """A counter-example (the tay_claims study): mixer leads at
     both sizes while the followers swap places. Spearman's rho over the four is
     0.2 here (the old rule held when its interval lay below 1)."""
     from scipy.stats import spearmanr
@@ -331,7 +331,7 @@ def test_spt_closes_most_of_a_gap(claim, first, second):
     ("spt_closes_s4_gap", "s4", "transformer"),
     ("structure_redundant_under_spt", "s4", "dlr")])
 def test_a_partly_closed_gap_does_not_hold(claim, first, second):
-    """Issue 27, item 5's counter-example: 0.10 -> 0.07 (30% closed). The old
+    """A counter-example: 0.10 -> 0.07 (30% closed). The old
     rule's "reduction above 0" held; most of the gap is not closed."""
     (scope,) = scopes(claim, _gap(first, second, 0.10, 0.07))
     assert scope.verdict == FAILS and "(30% of the random gap)" in scope.measurement

@@ -1,4 +1,4 @@
-"""The compute axis of the fits (issue 25, item 2): C = train_flops + pretrain_flops.
+"""The compute axis of the fits: C = train_flops + pretrain_flops.
 
 Checked against literal sums, and on synthetic SPT runs whose finetuning FLOPs
 are not proportional to their pretraining FLOPs, so that alpha_D is recovered

@@ -1,4 +1,4 @@
-"""The Image stand-in's digits carry their own labels (issue 25, item 13): every
+"""The Image stand-in's digits carry their own labels: every
 example's pixels, read back to scikit-learn's 0-16 levels, are an image of
 `load_digits` whose target is the example's label, and the three splits together
 hold each (image, label) of the data set exactly once."""

@@ -1,4 +1,4 @@
-"""DT-Fixup on every backbone, exactly (issue 25, item 12): N (the number of
+"""DT-Fixup on every backbone, exactly: N (the number of
 residual layers applied) per architecture written down, and mu (the largest
 per-token norm of the stack input) recomputed here from the embedding tables."""
 

@@ -1,4 +1,4 @@
-"""Every architecture's counted step FLOPs, pinned per size (issue 25, item 11).
+"""Every architecture's counted step FLOPs, pinned per size.
 
 One backbone step (forward + backward of `hidden.sum()`, as test_models.py
 counts it) on model_checks' batch: B = 3 sequences of T = 16 positions (35 real;

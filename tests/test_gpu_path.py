@@ -1,4 +1,4 @@
-"""The GPU and cluster path, as far as a CPU can check it (issue 31): FLOPs
+"""The GPU and cluster path, as far as a CPU can check it: FLOPs
 counted at one micro-batch and once, machine errors failing the job, causal
 attention without a T x T mask, the global batch, the gradient scaler in the
 checkpoint, uneven evaluation shards, the host-side work of a step, the
@@ -201,7 +201,7 @@ def test_a_model_error_stays_a_failed_record_and_the_job_succeeds(data_dir, tmp_
 # --- 5, 12. attention masks ------------------------------------------------------------
 
 def explicit_mask(mask, causal, padded=True):
-    """The attention mask before issue 31: [B, 1, T, T] padding & causal."""
+    """The earlier attention mask: [B, 1, T, T] padding & causal."""
     allowed = mask[:, None, None, :]
     if causal:
         t = mask.shape[1]

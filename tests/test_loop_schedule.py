@@ -1,5 +1,5 @@
 """The learning-rate schedule and gradient clipping as the training loop applies
-them (issue 25, item 3), seen from the optimiser itself during a short run: a
+them, seen from the optimiser itself during a short run: a
 pre-step hook records each step's learning rate and gradient norm."""
 
 from __future__ import annotations

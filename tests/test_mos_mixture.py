@@ -1,6 +1,6 @@
 """The mixture of softmaxes against a hand-computed mixture, and every parameter
 of every backbone *with its heads* (classifier, masked-LM; MoS where the backbone
-asks for it) gets a gradient (issue 25, item 10)."""
+asks for it) gets a gradient."""
 
 from __future__ import annotations
 

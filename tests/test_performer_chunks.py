@@ -1,4 +1,4 @@
-"""Causal FAVOR+ beyond one chunk (issue 25, item 7): the chunked prefix sum
+"""Causal FAVOR+ beyond one chunk: the chunked prefix sum
 (`performer.linear_attention`, CAUSAL_CHUNK positions at a time, a running state
 carried between chunks) equals the unchunked causal sum written out here, at
 lengths of several chunks (the chunk monkeypatched to 4, or T > 128)."""

@@ -1,4 +1,4 @@
-"""The classifier head's pooling (issue 25, item 5): each pooling the schema
+"""The classifier head's pooling: each pooling the schema
 accepts (mean, max, first) against a hand-written masked reduction, and a
 classifier's logits unchanged when only the padding length changes."""
 

@@ -1,4 +1,4 @@
-"""pretrain.seeds (issue 27, item 10): with `shared` every finetuning seed of a
+"""pretrain.seeds: with `shared` every finetuning seed of a
 cell starts from one pretraining run (pretrain.seed); with `per_seed` each
 starts from the pretraining run of its own seed, in its own directory, and the
 DAG wires each train job to it."""

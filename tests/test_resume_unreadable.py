@@ -1,5 +1,5 @@
 """A run whose last.ckpt cannot be read starts from step 0 and ends in the record
-a fresh run writes (issue 25, item 13)."""
+a fresh run writes."""
 
 from __future__ import annotations
 

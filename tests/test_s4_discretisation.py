@@ -1,4 +1,4 @@
-"""S4D's zero-order-hold discretisation (issue 25, item 6), computed here from the
+"""S4D's zero-order-hold discretisation, computed here from the
 raw parameters (log_dt, log_A_real, A_imag, C) with numpy, never from
 `S4DKernel.discretised()`:
 

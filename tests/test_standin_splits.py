@@ -1,4 +1,4 @@
-"""The Text and Retrieval stand-ins keep their splits apart (issue 25, item 8):
+"""The Text and Retrieval stand-ins keep their splits apart:
 every standard-library file belongs to one split, and no window of text (a
 document, or either document of a pair) appears in two splits."""
 

@@ -1,5 +1,5 @@
 """The Universal Transformer's timestep signal on every sin/cos pair and every
-step (issue 25, item 13): signal[t, 2j] = sin(t / 10000^(2j/D)),
+step: signal[t, 2j] = sin(t / 10000^(2j/D)),
 signal[t, 2j+1] = cos(t / 10000^(2j/D)), added (x SIGNAL_SCALE) before each
 application of the shared block."""
 

@@ -1,4 +1,4 @@
-"""grid.budgets in any order (issue 41, item 8): under train.schedule wsd the
+"""grid.budgets in any order: under train.schedule wsd the
 trunk is the largest budget and the branches every smaller one, whether the
 config lists the budgets smallest or largest first (study/grid.py trunk_of,
 forks_of; the specs' forks and branch_of)."""

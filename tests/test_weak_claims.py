@@ -1,5 +1,5 @@
-"""The claims' statistics where a planted bug passed the suite (issue 41,
-item 8), each against an interval computed here independently:
+"""The claims' statistics where a planted bug passed the suite, each against an interval
+computed here independently:
 
 - stats.alpha_difference: the t interval of a difference of exponents, with
   the smaller degrees of freedom when paired and Welch-Satterthwaite's when not;

@@ -1,5 +1,5 @@
-"""Finetuned runs joined to the pretraining they started from (issue 41,
-item 8): its `pretrain_seed`, not the finetuning run's own seed. Under
+"""Finetuned runs joined to the pretraining they started from: its `pretrain_seed`, not
+the finetuning run's own seed. Under
 pretrain.seeds shared every seed finetunes the one pretraining run (of
 pretrain.seed); a finetuned run's compute, tokens and N on the frontier are
 that run's.

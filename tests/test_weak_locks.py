@@ -1,5 +1,5 @@
 """`held` (src/scalestudy/locks.py), what `scalestudy status` reads a study's
-Snakemake by (issue 41, item 8): held while any recorded holder may still
+Snakemake by: held while any recorded holder may still
 run, not only when every holder does."""
 
 import os

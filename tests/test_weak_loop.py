@@ -1,4 +1,4 @@
-"""The training loop's weak spots (issue 41, item 8; training/loop.py):
+"""The training loop's weak spots (training/loop.py):
 
 - a budgeted run validates at its budget's last step even where val_every
   does not divide its steps, so its last validation (metrics.csv, a

@@ -1,5 +1,5 @@
-"""The plateau rule's 2% gain is relative to the loss (issue 41, item 8;
-training/plateau.py): the same histories at two scales of loss reach their
+"""The plateau rule's 2% gain is relative to the loss (training/plateau.py): the same
+histories at two scales of loss reach their
 plateau at the same step, whatever the loss's units."""
 
 import pytest

@@ -1,5 +1,5 @@
-"""A wsd schedule whose planned decay would start inside warm-up (issue 41,
-item 8): warm-up runs to the peak first and the cooldown starts from the peak
+"""A wsd schedule whose planned decay would start inside warm-up: warm-up runs to the
+peak first and the cooldown starts from the peak
 at the end of warm-up (schedules.Schedule.cooldown_begins), so a branch's fork
 step (training/branches.py) is never inside warm-up either."""
 

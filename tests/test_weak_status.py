@@ -1,4 +1,4 @@
-"""`scalestudy status`'s training time left (issue 41, item 8; study/status.py):
+"""`scalestudy status`'s training time left (study/status.py):
 a diverged run's wall time counts toward the rate like a done or failed run's,
 and an interrupted run (its Snakemake gone: the next snakemake reruns it) is
 time still to spend, like a running or pending one."""
