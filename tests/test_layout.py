@@ -34,7 +34,8 @@ def test_the_study_and_the_analysis_import_no_torch():
             "scalestudy.study.resources, scalestudy.architectures, scalestudy.priors, "
             "scalestudy.stages, scalestudy.tasks, scalestudy.records, scalestudy.cli, "
             "scalestudy.analysis.fits, scalestudy.analysis.tables, "
-            "scalestudy.analysis.figures.draw, scalestudy.analysis.claims; "
+            "scalestudy.analysis.figures.draw, scalestudy.analysis.claims, "
+            "scalestudy.analysis.predict.stage, scalestudy.analysis.predict.figure; "
             "from scalestudy.analysis.figures import FIGURES; "
             "[__import__(f'scalestudy.analysis.figures.{name}') for name in FIGURES]; "
             "bad = {'torch', 'lightning'} & set(sys.modules); assert not bad, bad")

@@ -142,6 +142,21 @@ def replacing_directory(out_dir: Path, kill_at: str | None = None) -> Iterator[P
             raise
 
 
+def refuse_foreign(out_dir: Path, allowed, what: str) -> None:
+    """ValueError when `out_dir` holds a file whose name is not in `allowed`: a
+    directory about to be replaced whole must hold only what its writer wrote
+    (`what`, e.g. "a frontier's"), so that a mistyped --out-dir never takes
+    other results with it."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return
+    others = sorted(p.name for p in out_dir.iterdir() if p.name not in set(allowed))
+    if others:
+        raise ValueError(f"{out_dir}: not {what} directory, so not replaced: it holds "
+                         f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}; "
+                         f"give it a directory of its own")
+
+
 def _commit_directory(staged: Path, out_dir: Path, kill_at: str | None) -> None:
     """Give the staged directory out_dir's name (the old one set aside, then removed)."""
     for path in staged.iterdir():

@@ -302,7 +302,8 @@ def _metavar(action) -> str | None:
 
 DESCRIPTION = """Scaling-law studies of architectures and initialisation priors: the commands
 the workflow's jobs run (snakemake --cores N runs a whole study), and those a
-researcher runs on a study's results (status, analyse, frontier)."""
+researcher runs on a study's results (status, analyse, frontier) or on any table
+of runs (frontier, predict)."""
 
 # One example per subcommand, shown under its --help.
 EXAMPLES = {
@@ -331,6 +332,8 @@ EXAMPLES = {
     "claims": "scalestudy claims results/default/runs.parquet results/default/fits.parquet "
               "--out /tmp/claims.md",
     "frontier": "scalestudy frontier runs.csv --out-dir /tmp/frontier --predict 1e18 1e19",
+    "predict": "scalestudy predict ladder.csv --at 7e9:1.4e11 70e9:1.4e12 --out-dir "
+               "/tmp/predict --holdout",
     "analyse": "scalestudy analyse data/cache/workstation.parquet --out-dir results/workstation",
     "status": "scalestudy status results/default",
 }
@@ -399,6 +402,59 @@ def cmd_frontier(args) -> None:
     )
     print("\n".join(result.summary()))
     print(f"wrote {len(result.paths)} files to {args.out_dir}")
+
+
+def _predict_options(p) -> None:
+    p.add_argument("table", help="CSV or Parquet of runs: params, loss, tokens and/or compute; "
+                                 "optional group columns (arch, prior), seed, a metric column, "
+                                 "step with run (checkpoints); or a study's run records with "
+                                 "--from-runs")
+    p.add_argument("--at", nargs="+", required=True, action="extend", metavar="N:D",
+                   help="the targets: parameters and tokens of each run to predict")
+    p.add_argument("--out-dir", required=True, type=Path,
+                   help="directory for predictions.csv, fit.csv, runs.csv, holdout.csv, "
+                   "predict.json and the figure, replaced whole (one holding other files is "
+                   "refused)")
+    p.add_argument("--metric", metavar="COLUMN",
+                   help="a downstream metric in [0, 1] (accuracy or error) to predict from the "
+                   "predicted loss by a sigmoid, chained; without it, the loss alone")
+    p.add_argument("--holdout", action="store_true",
+                   help="also refit without the largest N and report how well the rest "
+                   "predicts it (holdout.csv)")
+    p.add_argument("--by", nargs="+", default=None, metavar="COL",
+                   help="group columns, one fit per group (default: arch and prior, those "
+                   "present)")
+    p.add_argument("--from-runs", action="store_true",
+                   help="TABLE is a study's runs.parquet or a cached study: fit its finished "
+                   "runs (analysis/predict/inputs.py; by arch and prior)")
+    p.add_argument("--n-boot", type=int, default=200,
+                   help="bootstrap replicates (each refits the law; 0: no intervals)")
+    p.add_argument("--ci", type=float, default=0.95, help="interval level")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--n-polish", type=int, default=256,
+                   help="L-BFGS-B from this many best starts of the grid")
+    p.add_argument("--compute-axis", choices=("counted", "6nd"), default="counted",
+                   help="FLOPs of every output: the table's compute (counted; a target's from "
+                   "the FLOPs per token of the sizes run) or 6 N D")
+    p.add_argument("--min-fraction", type=float, default=0.25,
+                   help="a table of checkpoints (step, run): keep the points at or after this "
+                   "fraction of their run's final tokens")
+    p.add_argument("--loss-label", default="loss (nats/token)", help="the figure's loss axis")
+    p.add_argument("--no-figures", action="store_true", help="write the tables only")
+
+
+def cmd_predict(args) -> None:
+    from .analysis.predict.stage import predict
+
+    result = predict(
+        args.table, args.out_dir, args.at, args.by, metric=args.metric,
+        with_holdout=args.holdout, from_runs=args.from_runs, n_boot=args.n_boot, ci=args.ci,
+        seed=args.seed, n_polish=args.n_polish, compute_axis=args.compute_axis,
+        min_fraction=args.min_fraction, figures=not args.no_figures,
+        loss_label=args.loss_label,
+    )
+    print("\n".join(result.summary()))
+    print(f"wrote {len(result.files)} files to {args.out_dir}")
 
 
 def _usable_cpus() -> int:
@@ -552,6 +608,12 @@ def parser() -> argparse.ArgumentParser:
                 "al. 2022, approaches 1-3): N_opt ~ C^a and D_opt ~ C^b per architecture")
     _frontier_options(p)
     p.set_defaults(func=cmd_frontier)
+
+    p = command("predict", "predict the loss (and a downstream metric) of larger runs from a "
+                "ladder of runs: L(N, D) of Hoffmann et al. 2022, approach 3, with prediction "
+                "intervals")
+    _predict_options(p)
+    p.set_defaults(func=cmd_predict)
 
     p = command("analyse", "fits, frontier, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")

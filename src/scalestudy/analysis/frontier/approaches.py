@@ -50,7 +50,8 @@ group of runs, and their predictions with bootstrap intervals.
   Simplified: `n_polish` (default 256) runs L-BFGS-B only from the best grid starts
   (scaling.fit_chinchilla's docstring: the same optimum as all 4,500 on the
   Epoch data), the optimum is polished on to tight tolerances, and each bootstrap
-  refit runs L-BFGS-B from the full-data optimum alone (`_polish_tight` says why),
+  refit runs L-BFGS-B from the full-data optimum alone
+  (scaling.HuberPowerLaw.polish_tight says why),
   not from the full grid.
 
 Intervals are bootstraps (`n_boot` replicates, default 200, at `ci`, default
@@ -80,7 +81,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 
 from ..scaling import MIN_SIZES, ChinchillaFit, HuberPowerLaw, fit_chinchilla, one_blas_thread
 from ..stats import expanded_ci, percentile_ci, resample
@@ -439,14 +439,6 @@ def _cost_model(runs: pd.DataFrame, axis: str) -> tuple[np.ndarray, np.ndarray]:
     return np.log(per.index.to_numpy(dtype=float)), per.to_numpy(dtype=float)
 
 
-def _theta(fit: ChinchillaFit) -> np.ndarray:
-    """(ln A, ln B, ln E, alpha, beta) of a fit; a coefficient fitted to 0 as
-    e^-700, so that the optimiser and the optimum see a finite number."""
-    with np.errstate(divide="ignore"):
-        logs = np.maximum(np.log([fit.A, fit.B, fit.E]), -700.0)
-    return np.r_[logs, fit.alpha, fit.beta]
-
-
 def _chin_optimum(theta: np.ndarray, C: np.ndarray, cost):
     """N_opt, D_opt and the loss there for parameter rows theta (k, 5) at compute C (m,).
 
@@ -474,23 +466,6 @@ def _chin_optimum(theta: np.ndarray, C: np.ndarray, cost):
     return np.exp(ln), np.exp(ld), loss
 
 
-def _polish_tight(model: HuberPowerLaw, start: np.ndarray):
-    """L-BFGS-B from `start` to tight tolerances (ftol 1e-15, gtol 1e-12).
-
-    scipy's defaults (gtol 1e-5) stop a refit started at the full-data optimum
-    after a few steps when the Huber objective is small (low-noise data): on the
-    synthetic surface of tests/test_frontier.py with 0.3% noise, 200 refits gave
-    the interval 0.4475-0.4486 for a with the defaults against 0.4389-0.4617 with
-    these tolerances (which covers the true 0.4516). With them the refit from
-    the full-data optimum reached the objective of a refit from the best start of a
-    coarse 3^5 grid (a, b in 0, 10, 20; e in -1, 0, 1; alpha, beta in 0.25, 0.75,
-    1.5) in 49 of 50 resamples (the other: 1e-6 lower, a within 2e-5),
-    at a fifth of the cost, so the refits start from the full-data optimum alone.
-    """
-    return minimize(model.fun_grad, start, jac=True, method="L-BFGS-B",
-                    options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 2000})
-
-
 def approach3(runs: pd.DataFrame, n_boot, rng, n_polish, axis, delta=1e-3):
     """Approach 3 for one group: fit_chinchilla, then bootstrap refits of the runs."""
     N, D, L = (runs[c].to_numpy() for c in ("params", "tokens", "loss"))
@@ -508,21 +483,17 @@ def approach3(runs: pd.DataFrame, n_boot, rng, n_polish, axis, delta=1e-3):
         return Line("counted FLOPs per token do not grow with N between some sizes: "
                      "no compute-optimal size", len(runs))
     fit = fit_chinchilla(N, D, L, delta=delta, n_polish=n_polish)
-    # Polished on to tight tolerances, as the bootstrap refits are (`_polish_tight`).
+    # Polished on to tight tolerances, as the bootstrap refits are.
     logx = np.column_stack([np.log(N), np.log(D)])
     logy = np.log(L)
-    start = _theta(fit)
     with one_blas_thread():
-        res = _polish_tight(HuberPowerLaw(logx, logy, delta), start)
+        res = HuberPowerLaw(logx, logy, delta).polish_tight(fit.theta())
     if res.fun <= fit.loss:
-        la, lb, le, al, be = res.x
-        fit = ChinchillaFit(A=float(np.exp(la)), B=float(np.exp(lb)), E=float(np.exp(le)),
-                            alpha=float(al), beta=float(be), loss=float(res.fun),
-                            n_points=fit.n_points)
+        fit = ChinchillaFit.from_theta(res.x, res.fun, fit.n_points)
     if not (fit.alpha > 0 and fit.beta > 0):
         return Line(f"fitted alpha = {fit.alpha:.3g}, beta = {fit.beta:.3g}: not both "
                      "positive, so no compute-optimal frontier", len(runs), chin=fit)
-    theta = _theta(fit)
+    theta = fit.theta()
     reps = np.empty((0, 5))
     if n_boot > 0:
         idx = resample(rng, logx[:, 0], n_boot, min_distinct=MIN_SIZES)
@@ -532,7 +503,7 @@ def approach3(runs: pd.DataFrame, n_boot, rng, n_polish, axis, delta=1e-3):
             for r in idx:
                 w = np.bincount(r, minlength=len(L)).astype(float)
                 model = HuberPowerLaw(logx, logy, delta, weights=w)
-                fitted.append(_polish_tight(model, theta).x)
+                fitted.append(model.polish_tight(theta).x)
         # (a, b, e, alpha, beta) -> (ln A, ln B, ln E, alpha, beta): the same numbers.
         reps = np.array(fitted).reshape(-1, 5)
         reps = reps[(reps[:, 3] > 0) & (reps[:, 4] > 0)]
@@ -568,7 +539,7 @@ def predictions(line: Line, method: str, C: np.ndarray, ci: float):
         return out
     lc = np.log(C)
     if method == "approach3":
-        n, d, loss = (v[0] for v in _chin_optimum(_theta(line.chin)[None], C, line.cost))
+        n, d, loss = (v[0] for v in _chin_optimum(line.chin.theta()[None], C, line.cost))
         out.update(n=n, d=d, loss=loss)
         if line.chin_boot is not None and len(line.chin_boot):
             nb, db, lb = _chin_optimum(line.chin_boot, C, line.cost)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...atomic import replacing_directory
+from ...atomic import refuse_foreign, replacing_directory
 from ..figures import FIGURES
 from ..scaling import MIN_SIZES
 from .approaches import (
@@ -280,12 +280,6 @@ def write_frontier(result: FrontierResult, out_dir, figures: bool = True) -> lis
 
 def _check_replaceable(out_dir: Path) -> None:
     """ValueError when `out_dir` holds anything the frontier does not write."""
-    if not out_dir.is_dir():
-        return
     figures = {f"{name}.{ext}" for name, figure in FIGURES.items() if figure.from_frontier
                for ext in ("png", "pdf", "csv")}
-    others = sorted(p.name for p in out_dir.iterdir() if p.name not in {*FILES, *figures})
-    if others:
-        raise ValueError(f"{out_dir}: not a frontier's directory, so not replaced: it holds "
-                         f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}; "
-                         "give the frontier a directory of its own")
+    refuse_foreign(out_dir, {*FILES, *figures}, "a frontier's")

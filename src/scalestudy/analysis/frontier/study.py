@@ -22,6 +22,8 @@ budget (the IsoFLOP group). Runs that did not finish are left out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -33,11 +35,17 @@ COLUMNS = ["arch", "prior", "task", "size", "seed", "budget", "params", "compute
            "loss", "steps", "fork_step", "wall_seconds", "fork_seconds", "on_task"]
 
 
-def study_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The budgeted, finished runs of a study as the frontier's input table."""
-    if "budget" not in runs:
-        return pd.DataFrame(columns=COLUMNS)
-    done = runs[(runs["status"] == "ok") & runs["budget"].notna()]
+def study_table(runs: pd.DataFrame, budgeted_only: bool = True,
+                extra: Sequence[str] = ()) -> pd.DataFrame:
+    """The budgeted, finished runs of a study as the frontier's input table
+    (every finished run, budgeted or not, without `budgeted_only`: the ladder a
+    prediction fits, analysis/predict), with the record's `extra` columns too."""
+    columns = [*COLUMNS, *extra]
+    if budgeted_only and "budget" not in runs:
+        return pd.DataFrame(columns=columns)
+    done = runs[runs["status"] == "ok"]
+    if budgeted_only:
+        done = done[done["budget"].notna()]
     upstream = [s for s, stage in STAGES.items() if stage.measures_upstream_loss]
     scratch = [p for p, prior in PRIORS.items() if prior.needs is None]
     pre = done[done["stage"].isin(upstream)].assign(loss=lambda r: r["upstream_loss"],
@@ -48,7 +56,7 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = pd.concat([pre, task, _finetuned(done, pre, upstream)], ignore_index=True)
     table = table.assign(params=table["n_params_nonembed"])
     table = table[np.isfinite(table["loss"].astype(float))]
-    return table[COLUMNS].reset_index(drop=True)
+    return table[columns].reset_index(drop=True)
 
 
 def _finetuned(done: pd.DataFrame, pre: pd.DataFrame, upstream: list[str]) -> pd.DataFrame:

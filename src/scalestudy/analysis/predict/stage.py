@@ -1,0 +1,244 @@
+"""The prediction's stage: fit each group's ladder, predict the targets, and
+write the result and its figure into one directory swapped in whole
+(`write_prediction`, through atomic.replacing_directory, as the frontier's
+stage writes frontier/).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...atomic import refuse_foreign, replacing_directory
+from ..stats import percentile_ci
+from .downstream import NAMES as METRIC_NAMES
+from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
+from .holdout import HOLDOUT_COLUMNS, holdout
+from .inputs import COMPUTE_AXES, TokenCost, parse_targets, prepare_ladder, read_ladder
+from .loss import LossLaw, fit_loss_law
+from .resampling import run_weights
+from .result import (
+    FIGURE_FILES,
+    FILES,
+    FIT_COLUMNS,
+    LOSS_LABEL,
+    METRIC_COLUMNS,
+    PREDICTION_COLUMNS,
+    RUN_COLUMNS,
+    PredictionResult,
+)
+
+PATH_POINTS = 48  # points of each target's path in the figure
+
+
+def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = None, *,
+            metric: str | None = None, with_holdout: bool = False, from_runs: bool = False,
+            n_boot: int = 200, ci: float = 0.95, seed: int = 0, n_polish: int | None = 256,
+            compute_axis: str = "counted", min_fraction: float = 0.25, figures: bool = True,
+            loss_label: str = LOSS_LABEL, quiet: bool = False) -> PredictionResult:
+    """Predict the loss (and, with `metric`, a downstream metric) of runs at the
+    targets `at` ("N:D" texts or (N, D) pairs) from a ladder of runs.
+
+    `table`: a DataFrame or a CSV/Parquet path (inputs.py: its columns; a study's
+    run records with `from_runs`); `by`: the group columns (default arch and
+    prior, those present), one fit per group. With `out_dir`, writes the files
+    (result.py) and, with `figures`, the figure there; without it, writes
+    nothing. Bad input raises ValueError before anything is written.
+    """
+    targets = (parse_targets(at) if all(isinstance(t, str) for t in at)
+               else np.asarray(at, dtype=float).reshape(-1, 2))
+    _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish)
+    if out_dir is not None:  # refused before the fits, not after them
+        refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's")
+    frame, source = read_ladder(table, from_runs)
+    runs, by, notes = prepare_ladder(frame, source, by, metric, min_fraction)
+    if not quiet:
+        for note in notes:
+            print(f"predict: left out: {note}", file=sys.stderr)
+
+    runs["_axis_compute"] = (runs["compute"] if compute_axis == "counted"
+                             else 6.0 * runs["params"] * runs["tokens"])
+    out = {"predictions": [], "fit": [], "runs": [], "paths": [], "holdout": []}
+    for gi, (key, sub) in enumerate(runs.groupby("_group", sort=True)):
+        group = dict(zip(by, key, strict=True))
+        rng = np.random.default_rng([seed, gi])
+        cost = TokenCost(sub, compute_axis)
+        N, D, L = (sub[c].to_numpy(dtype=float) for c in ("params", "tokens", "loss"))
+        weights, resampling = run_weights(sub["_unit"].to_numpy(), N, n_boot, rng)
+        law = fit_loss_law(N, D, L, weights, ci, n_polish=n_polish)
+        mapping = None
+        if metric is not None:
+            mapping = (fit_metric_map(L, sub["_metric"], replicate_cells(sub), weights[law.kept])
+                       if law.ok else MetricMap("no fit: no loss law to chain"))
+        common = {"n_boot": n_boot, "ci": ci, "resampling": resampling,
+                  "compute_axis": compute_axis}
+        out["fit"] += [{**group, **r} for r in _law_rows(law, ci, common)]
+        if mapping is not None:
+            out["fit"] += [{**group, **r} for r in _mapping_rows(mapping, ci, common)]
+        out["predictions"] += [{**group, **r} for r in _prediction_rows(
+            law, mapping, metric, targets, sub, cost, ci, rng)]
+        out["runs"].append(_run_rows(sub, law, mapping, by, compute_axis, metric))
+        if law.ok:
+            out["paths"] += [{**group, **r} for r in _path_rows(law, targets, sub, cost, ci)]
+        if with_holdout:
+            row = holdout(sub, n_boot, ci, rng, n_polish, metric is not None)
+            out["holdout"].append({**group, **row})
+
+    columns = PREDICTION_COLUMNS + (METRIC_COLUMNS if metric is not None else [])
+    result = PredictionResult(
+        predictions=pd.DataFrame(out["predictions"], columns=[*by, *columns]),
+        fit=pd.DataFrame(out["fit"], columns=[*by, *FIT_COLUMNS]),
+        runs=pd.concat(out["runs"], ignore_index=True),
+        paths=pd.DataFrame(out["paths"]),
+        holdout=(pd.DataFrame(out["holdout"], columns=[*by, *HOLDOUT_COLUMNS])
+                 if with_holdout else None),
+        by=by,
+        settings={"by": list(by), "targets": targets.tolist(), "ci": ci, "n_boot": n_boot,
+                  "seed": seed, "n_polish": n_polish, "compute_axis": compute_axis,
+                  "metric": metric, "holdout": with_holdout, "min_fraction": min_fraction,
+                  "checkpoints": "step" in runs, "loss_label": loss_label},
+    )
+    if out_dir is not None:
+        result.files = write_prediction(result, out_dir, figures)
+    return result
+
+
+def _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish) -> None:
+    if not (np.isfinite(targets).all() and (targets > 0).all() and len(targets)):
+        raise ValueError("at: targets must be positive (N, D) pairs, e.g. 70e9:1.4e12")
+    if not 0 < ci < 1:
+        raise ValueError(f"--ci: got {ci}; accepted: a level strictly between 0 and 1 "
+                         "(e.g. 0.95)")
+    if n_boot < 0:
+        raise ValueError(f"--n-boot: got {n_boot}; accepted: 0 (no intervals) or more")
+    if compute_axis not in COMPUTE_AXES:
+        raise ValueError(f"--compute-axis: got {compute_axis!r}; accepted values: "
+                         f"{', '.join(COMPUTE_AXES)}")
+    if not 0 <= min_fraction < 1:
+        raise ValueError(f"--min-fraction: got {min_fraction}; accepted: a fraction in "
+                         "[0, 1)")
+    if n_polish is not None and n_polish < 1:
+        raise ValueError(f"--n-polish: got {n_polish}; accepted: 1 or more starts")
+
+
+def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
+    samples = samples[np.isfinite(samples)]
+    return percentile_ci(samples, ci) if samples.size else (np.nan, np.nan)
+
+
+def _law_rows(law: LossLaw, ci: float, common: dict) -> list[dict]:
+    base = {**common, "law": "loss", "status": law.status, "warnings": "; ".join(law.warnings),
+            "n_points": law.n_points, "n_sizes": law.n_sizes,
+            "n_boot_used": len(law.replicates), "condition_number": law.condition,
+            "residual_sd": float(np.std(law.residuals, ddof=5)) if law.ok else np.nan}
+    if not law.ok:
+        return [{**base, "parameter": name, "value": np.nan, "low": np.nan, "high": np.nan}
+                for name in ("E", "A", "alpha", "B", "beta")]
+    params = law.parameters()
+    return [{**base, "parameter": name, "value": params[name][0],
+             **dict(zip(("low", "high"), _interval(params[name][1], ci), strict=True))}
+            for name in ("E", "A", "alpha", "B", "beta")]
+
+
+def _mapping_rows(mapping: MetricMap, ci: float, common: dict) -> list[dict]:
+    good = (mapping.replicates[np.isfinite(mapping.replicates).all(axis=1)]
+            if mapping.ok else np.empty((0, 4)))
+    base = {**common, "law": "metric", "status": mapping.status, "warnings": "",
+            "n_points": mapping.n_points, "n_sizes": np.nan, "n_boot_used": len(good),
+            "residual_sd": float(np.std(mapping.noise)) if mapping.ok else np.nan,
+            "r2": mapping.r2, "signal_p": mapping.signal_p,
+            "lack_of_fit_p": mapping.lack_of_fit_p}
+    rows = []
+    for i, name in enumerate(METRIC_NAMES):
+        value = mapping.params[i] if mapping.ok else np.nan
+        low, high = _interval(good[:, i], ci) if len(good) else (np.nan, np.nan)
+        rows.append({**base, "parameter": name, "value": value, "low": low, "high": high})
+    return rows
+
+
+def _prediction_rows(law, mapping, metric, targets, runs, cost, ci, rng) -> list[dict]:
+    Nt, Dt = targets[:, 0], targets[:, 1]
+    compute = cost.compute(Nt, Dt)
+    rows = []
+    base = {"compute_axis": cost.axis, "ci": ci, "status": law.status}
+    nan = dict.fromkeys(("loss", "loss_low", "loss_high", "loss_fit_low", "loss_fit_high"),
+                        np.nan)
+    if law.ok:
+        point, reps = law.mean(Nt, Dt)
+        pred = law.predictive(Nt, Dt, rng)
+        chained = (mapping.predictive(pred, rng) if mapping is not None and mapping.ok
+                   and len(pred) else None)
+    for j in range(len(targets)):
+        row = {**base, "n": Nt[j], "d": Dt[j], "compute": compute[j],
+               "n_ratio": Nt[j] / runs["params"].max(),
+               "compute_ratio": compute[j] / runs["_axis_compute"].max(), **nan}
+        if law.ok:
+            row["loss"] = point[j]
+            if len(reps):
+                row["loss_low"], row["loss_high"] = _interval(pred[:, j], ci)
+                row["loss_fit_low"], row["loss_fit_high"] = _interval(reps[:, j], ci)
+        if metric is not None:
+            row.update(metric_name=metric, metric=np.nan, metric_low=np.nan,
+                       metric_high=np.nan, metric_status=mapping.status)
+            if mapping.ok:
+                row["metric"] = float(sigmoid(mapping.params, point[j]))
+                row["metric_status"] = mapping.note(point[j])
+                if chained is not None:
+                    row["metric_low"], row["metric_high"] = _interval(chained[:, j], ci)
+        rows.append(row)
+    return rows
+
+
+def _run_rows(runs, law, mapping, by, compute_axis, metric) -> pd.DataFrame:
+    N, D, L = (runs[c].to_numpy(dtype=float) for c in ("params", "tokens", "loss"))
+    fitted = law.fit.predict(N, D) if law.ok else np.full(len(runs), np.nan)
+    extra = [c for c in ("run", "step", "seed") if c in runs]
+    table = runs[[*by, *extra, "params", "tokens", "loss"]].assign(
+        compute_axis=compute_axis, compute=runs["_axis_compute"], fitted=fitted,
+        residual=np.log(L) - np.log(fitted))
+    table = table[[*by, *extra, *RUN_COLUMNS]]
+    if metric is not None:
+        table[metric] = runs["_metric"].to_numpy()
+        table[f"{metric}_fitted"] = sigmoid(mapping.params, L) if mapping.ok else np.nan
+    return table
+
+
+def _path_rows(law, targets, runs, cost, ci) -> list[dict]:
+    """Each target's path: N and D scaled together (the target's tokens per
+    parameter) from the ladder's smallest compute to the target's."""
+    rows = []
+    c_min = float(runs["_axis_compute"].min())
+    for j, (n, d) in enumerate(targets):
+        c_target = float(cost.compute(n, d))
+        # Compute grows about as t^2 along the path (N and D both times t).
+        t = np.geomspace(min(1.0, np.sqrt(c_min / c_target)), 1.0, PATH_POINTS)
+        N, D = n * t, d * t
+        point, reps = law.mean(N, D)
+        low = high = np.full(t.size, np.nan)
+        if len(reps):
+            low, high = np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
+        rows += [{"target": j, "n": N[i], "d": D[i], "compute": float(cost.compute(N[i], D[i])),
+                  "loss": point[i], "loss_fit_low": low[i], "loss_fit_high": high[i]}
+                 for i in range(t.size)]
+    return rows
+
+
+def write_prediction(result: PredictionResult, out_dir, figures: bool = True) -> list[Path]:
+    """The result's files and, with `figures`, its figure, into `out_dir`,
+    replaced whole: a reader sees the old directory or the new one, and an error
+    leaves the old one. A directory holding anything but a prediction's files is
+    refused, never replaced (a mistyped --out-dir must not take other results
+    with it)."""
+    out_dir = Path(out_dir)
+    refuse_foreign(out_dir, {*FILES, *FIGURE_FILES}, "a prediction's")
+    with replacing_directory(out_dir) as staged:
+        names = [path.name for path in result.write(staged)]
+        if figures:
+            from .figure import draw  # matplotlib only when drawing
+
+            names += [path.name for path in draw(result, staged)]
+    return [out_dir / name for name in names]
