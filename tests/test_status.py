@@ -31,7 +31,9 @@ def record(cell: grid.Cell, status: str, wall: float, error: str = "") -> dict:
     return row
 
 
-def test_counts_failures_and_time(tmp_path):
+def four_cell_study(tmp_path) -> tuple[dict, Path]:
+    """A study of one architecture at two sizes and two seeds: its config, and
+    its directory with the config a running study leaves there."""
     config = copy.deepcopy(DEFAULT)
     config["study"] = "s"
     config["grid"].update(archs=["transformer"], sizes=["xxs", "xs"], priors=["random"],
@@ -39,6 +41,11 @@ def test_counts_failures_and_time(tmp_path):
     study_dir = tmp_path / "results" / "s"
     study_dir.mkdir(parents=True)
     (study_dir / CONFIG).write_text(yaml.safe_dump(config))
+    return config, study_dir
+
+
+def test_counts_failures_and_time(tmp_path):
+    config, study_dir = four_cell_study(tmp_path)
     cells = grid.cells(config["grid"])
     assert len(cells) == 4
     done, failed, running, pending = cells

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from claim_studies import scaling, scopes, verdicts
 from scipy import stats as sps
+from test_claim_frontier import CHINCHILLA, surface_records
 
 from scalestudy.analysis.claims import CLAIMS, Study
 from scalestudy.analysis.claims.check import FAILS, HOLDS
@@ -163,34 +164,13 @@ def test_the_ranking_claim_is_bonferroni_over_every_pair_and_budget():
     assert checked == 6
 
 
-# Hoffmann et al.'s approach-3 constants: a = beta / (alpha + beta) = 0.452; with
-# alpha and beta swapped, a = 0.548 (as tests/test_claim_frontier.py).
-CHINCHILLA = {"alpha": 0.34, "beta": 0.28, "A": 406.4, "B": 410.7, "E": 1.69}
 SWAPPED = {**CHINCHILLA, "alpha": CHINCHILLA["beta"], "beta": CHINCHILLA["alpha"]}
-BUDGETS = tuple(np.logspace(17, 19.5, 6))  # FLOPs, half a decade apart
 
 
 def surface(law: dict, arch: str, noise: float, seed: int) -> pd.DataFrame:
-    """Budgeted upstream records of `arch` on the loss surface L = E + A/N^alpha +
-    B/D^beta, seven sizes over +-0.6 decades around each budget's true N_opt,
-    one seed, relative noise `noise`."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    al, be = law["alpha"], law["beta"]
-    g = (al * law["A"] / (be * law["B"])) ** (1 / (al + be))
-    for C in BUDGETS:
-        n_opt = g * (C / 6) ** (be / (al + be))
-        for i, n in enumerate(n_opt * np.logspace(-0.6, 0.6, 7)):
-            d = C / (6 * n)
-            loss = law["E"] + law["A"] / n**al + law["B"] / d**be
-            rows.append({"study": "f", "task": "upstream", "arch": arch, "size": f"n{i}",
-                         "prior": "upstream", "stage": "upstream", "seed": 0,
-                         "status": "ok", "budget": C, "n_params_nonembed": n,
-                         "train_flops": C, "tokens_seen": d,
-                         "upstream_loss": loss * (1 + noise * rng.standard_normal()),
-                         "val_loss": np.nan, "steps": 100, "fork_step": None,
-                         "wall_seconds": 1.0, "fork_seconds": None})
-    return pd.DataFrame(rows)
+    """Budgeted upstream records of `arch` alone on the loss surface `law`, with
+    its own noise and seed (test_claim_frontier's surface)."""
+    return surface_records({arch: law}, noise=noise, seed=seed)
 
 
 def exponent_scopes(runs: pd.DataFrame):

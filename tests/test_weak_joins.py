@@ -5,26 +5,13 @@ pretrain.seed); a finetuned run's compute, tokens and N on the frontier are
 that run's.
 
 The join is `_finetuned` of a study's frontier table, tested through its
-public `study_table`: analysis/frontier/study.py, formerly
-analysis/frontier_study.py (the module was being moved while this was
-written: either path is taken)."""
+public `study_table` (analysis/frontier/study.py)."""
 
 import numpy as np
 import pandas as pd
+from test_frontier_study import record
 
-try:
-    from scalestudy.analysis.frontier.study import study_table
-except ImportError:  # before the frontier package
-    from scalestudy.analysis.frontier_study import study_table
-
-
-def record(**values) -> dict:
-    """A budgeted run's record, the columns the frontier's table reads."""
-    base = {"task": "listops", "arch": "s4", "size": "xs", "seed": 0, "status": "ok",
-            "budget": 1e11, "n_params_nonembed": 100, "train_flops": 1e11, "tokens_seen": 1000,
-            "upstream_loss": np.nan, "val_loss": np.nan, "steps": 10, "fork_step": np.nan,
-            "wall_seconds": 1.0, "fork_seconds": np.nan, "pretrain_seed": np.nan}
-    return {**base, **values}
+from scalestudy.analysis.frontier.study import study_table
 
 
 def test_every_seed_of_a_shared_pretraining_joins_it():

@@ -6,16 +6,13 @@ time still to spend, like a running or pending one."""
 from __future__ import annotations
 
 import base64
-import copy
 
 import pytest
-import yaml
-from test_config_overrides import DEFAULT
-from test_status import record
+from test_status import four_cell_study, record
 
 from scalestudy.records import write_record
 from scalestudy.study import costs, grid
-from scalestudy.study.status import CONFIG, Run, Status, report, study_status
+from scalestudy.study.status import Run, Status, report, study_status
 
 
 def test_time_left_counts_diverged_runs_in_the_rate_and_interrupted_runs_as_left(tmp_path):
@@ -40,13 +37,7 @@ def test_a_diverged_run_alone_gives_the_rate(tmp_path):
 def test_the_status_of_a_study_with_a_diverged_and_an_interrupted_run(tmp_path):
     """Through study_status: a diverged record, and a started job whose
     Snakemake is gone (no holder recorded), from the files a study leaves."""
-    config = copy.deepcopy(DEFAULT)
-    config["study"] = "s"
-    config["grid"].update(archs=["transformer"], sizes=["xxs", "xs"], priors=["random"],
-                          seeds=[0, 1])
-    study_dir = tmp_path / "results" / "s"
-    study_dir.mkdir(parents=True)
-    (study_dir / CONFIG).write_text(yaml.safe_dump(config))
+    config, study_dir = four_cell_study(tmp_path)
     done, diverged, interrupted, pending = grid.cells(config["grid"])
     write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
     write_record(record(diverged, "diverged", 10.0),
