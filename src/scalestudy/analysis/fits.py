@@ -67,7 +67,7 @@ from .scaling import (
     heldout_prediction,
     transfer_slope,
 )
-from .stats import Residuals, expanded_ci, interval_unit
+from .stats import Residuals, expanded_ci, run_line
 
 CELL = ["task", "arch", "prior"]
 BUDGETED = ("budgeted runs (grid.budgets): each size ran at several budgets, which a "
@@ -158,11 +158,8 @@ def _line(runs: pd.DataFrame, y: str, size_noise: bool) -> Residuals | None:
     """The residual bootstrap of the log-log line of y against x of `runs`, with
     the unit its fit's interval used; None without residual freedom."""
     runs = _usable(runs, y).sort_values(["size", "seed"], kind="stable")
-    lx, ly = np.log(runs["x"].to_numpy(float)), np.log(runs[y].to_numpy(float))
-    sizes = runs["size"].to_numpy()
-    unit, _, _ = interval_unit(lx, ly, sizes, size_noise)
-    ids = [f"{size}/{seed}" for size, seed in zip(sizes, runs["seed"], strict=True)]
-    line = Residuals(lx, ly, sizes, unit, ids)
+    line = run_line(np.log(runs["x"].to_numpy(float)), np.log(runs[y].to_numpy(float)),
+                    runs["size"].to_numpy(), runs["seed"], size_noise)
     return line if line.resamplable else None
 
 

@@ -305,6 +305,15 @@ class Residuals:
         return ols(np.broadcast_to(self.lx, ly.shape), ly)
 
 
+def run_line(lx, ly, sizes, seeds, size_noise: bool = False) -> Residuals:
+    """The residual bootstrap of runs (log x, log y) labelled by size and seed,
+    with the unit a fit's interval uses for them (`interval_unit`): runs are
+    identified as size/seed, so two lines over the same runs pair."""
+    unit, _, _ = interval_unit(lx, ly, sizes, size_noise)
+    ids = [f"{size}/{seed}" for size, seed in zip(sizes, seeds, strict=True)]
+    return Residuals(lx, ly, sizes, unit, ids)
+
+
 def loglog_replicates(lx, ly, n_boot: int, seed: int, sizes=None, unit: str = RUN
                       ) -> tuple[np.ndarray, np.ndarray, int]:
     """Slopes and intercepts of the bootstrap refits behind `fit_loglog`'s interval

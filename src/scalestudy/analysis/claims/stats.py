@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..fits import MIN_SIZES, shares_pretraining, size_order, x_values
 from ..scaling import fit_loglog, transfer_slope
-from ..stats import Residuals, interval_unit, t_interval, welch_df
+from ..stats import Residuals, run_line, t_interval, welch_df
 
 
 def _result(estimate=np.nan, low=np.nan, high=np.nan, status="ok", **more) -> dict:
@@ -140,10 +140,8 @@ class Law:
 def _line(pts: pd.DataFrame) -> Residuals:
     """The residual bootstrap of a cell's points (sorted by size and seed), with
     the unit the fit stage's interval uses for them."""
-    lx, ly, sizes = pts["lx"].to_numpy(), pts["ly"].to_numpy(), pts["size"].to_numpy()
-    unit, _, _ = interval_unit(lx, ly, sizes, shares_pretraining(pts))
-    ids = [f"{size}/{seed}" for size, seed in zip(sizes, pts["seed"], strict=True)]
-    return Residuals(lx, ly, sizes, unit, ids)
+    return run_line(pts["lx"].to_numpy(), pts["ly"].to_numpy(), pts["size"].to_numpy(),
+                    pts["seed"], shares_pretraining(pts))
 
 
 def _why_not(pts: pd.DataFrame, name: str) -> str | None:
