@@ -268,7 +268,8 @@ def train_and_record(
     try:
         if resume_from:
             print(f"resuming from {resume_from}", flush=True)
-            resume.keep_history(run_dir)
+            if fabric.is_global_zero:  # the one rank that logs metrics.csv
+                resume.keep_history(run_dir)
             loop.resume(resume_from)
         elif fork:
             print(f"branching from {fork[0]} at step {fork[1]}", flush=True)
