@@ -31,7 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ...priors import PRIORS, TASK_STAGES
 from ..frontier.inputs import default_by, prepare, read_table
+from ..frontier.study import COLUMNS as STUDY_COLUMNS
 from ..frontier.study import study_table
 
 COMPUTE_AXES = ("counted", "6nd")
@@ -51,13 +53,21 @@ def read_ladder(source, from_runs: bool = False) -> tuple[pd.DataFrame, str]:
     return read_table(source), str(source)
 
 
-def ladder_of_runs(runs: pd.DataFrame) -> pd.DataFrame:
+LADDER_COLUMNS = ["arch", "prior", "seed", "params", "tokens", "compute", "loss", "test_acc"]
+
+
+def ladder_of_runs(runs: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     """Every finished run of a study as a ladder, grouped by arch and prior (a
-    task run's prior named with its task: its loss is that task's)."""
-    table = study_table(runs, budgeted_only=False, extra=["test_acc"])
+    task run's prior named with its task: its loss is that task's), with the
+    records' `extra` columns; `finetuned` among them says which task runs start
+    from a pretraining (their N and D are the pretraining's)."""
+    own_extra = [c for c in extra if c not in (*STUDY_COLUMNS, "finetuned")]
+    table = study_table(runs, budgeted_only=False, extra=["test_acc", "stage", *own_extra])
     own = table["on_task"].astype(bool)
+    table["finetuned"] = own & table["stage"].isin(TASK_STAGES) & table["prior"].map(
+        lambda p: PRIORS[p].needs is not None if p in PRIORS else False)
     table.loc[own, "prior"] = table.loc[own, "prior"] + " (" + table.loc[own, "task"] + ")"
-    return table[["arch", "prior", "seed", "params", "tokens", "compute", "loss", "test_acc"]]
+    return table[[*LADDER_COLUMNS, *extra]]
 
 
 def check_columns(table: pd.DataFrame, source: str, by: Sequence[str], metric: str | None,

@@ -17,6 +17,7 @@ from ...atomic import refuse_foreign, replacing_directory
 from ..stats import percentile_ci
 from .downstream import NAMES as METRIC_NAMES
 from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
+from .curves import checkpoint_ladder
 from .holdout import HOLDOUT_COLUMNS, holdout
 from .inputs import COMPUTE_AXES, TokenCost, parse_targets, prepare_ladder, read_ladder
 from .loss import LossLaw, fit_loss_law
@@ -37,6 +38,7 @@ PATH_POINTS = 48  # points of each target's path in the figure
 
 def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = None, *,
             metric: str | None = None, with_holdout: bool = False, from_runs: bool = False,
+            checkpoints: bool = False,
             n_boot: int = 200, ci: float = 0.95, seed: int = 0, n_polish: int | None = 256,
             compute_axis: str = "counted", min_fraction: float = 0.25, figures: bool = True,
             loss_label: str = LOSS_LABEL, quiet: bool = False) -> PredictionResult:
@@ -44,7 +46,8 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     targets `at` ("N:D" texts or (N, D) pairs) from a ladder of runs.
 
     `table`: a DataFrame or a CSV/Parquet path (inputs.py: its columns; a study's
-    run records with `from_runs`); `by`: the group columns (default arch and
+    run records with `from_runs`; with `checkpoints`, a study's results
+    directory, whose runs' validation curves are the ladder: curves.py); `by`: the group columns (default arch and
     prior, those present), one fit per group. With `out_dir`, writes the files
     (result.py) and, with `figures`, the figure there; without it, writes
     nothing. Bad input raises ValueError before anything is written.
@@ -54,8 +57,13 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish)
     if out_dir is not None:  # refused before the fits, not after them
         refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's")
-    frame, source = read_ladder(table, from_runs)
-    runs, by, notes = prepare_ladder(frame, source, by, metric, min_fraction)
+    if checkpoints:
+        frame, notes = checkpoint_ladder(table)
+        source = str(table)
+    else:
+        (frame, source), notes = read_ladder(table, from_runs), []
+    runs, by, cleaned = prepare_ladder(frame, source, by, metric, min_fraction)
+    notes += cleaned
     if not quiet:
         for note in notes:
             print(f"predict: left out: {note}", file=sys.stderr)
