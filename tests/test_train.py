@@ -394,8 +394,7 @@ def test_pretraining_keeps_the_checkpoint_of_lowest_validation_loss(data_dir, tm
 @pytest.mark.parametrize("prior", ["tfixup", "dtfixup", "random_noln"])
 def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     from scalestudy.models import build_backbone
-    from scalestudy.priors import PRIORS
-    from scalestudy.training import fixup
+    from scalestudy.priors import PRIORS, fixup
 
     record = run(spec(prior=prior), data_dir, tmp_path / "run")
     assert record["status"] == "ok" and record["stage"] == "scratch"

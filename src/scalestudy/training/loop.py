@@ -59,7 +59,7 @@ from tqdm import tqdm
 
 from .. import faults
 from ..atomic import replacing
-from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
+from ..stages import BEST_CHECKPOINT as BEST
 from ..study.resources import device_count
 from ..study.specs import batch_shares
 from . import resume, trackers

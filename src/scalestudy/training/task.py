@@ -1,7 +1,7 @@
 """Training one grid cell on its task, ending in one run record.
 
 The cell's `RunSpec` (study/specs.py) is everything the run depends on; its
-prior (priors.py) says how the backbone starts (its own init, Fixup, or a
+prior (priors/) says how the backbone starts (its own init, Fixup, or a
 pretraining stage's checkpoint) and how long it trains (compute matching);
 training/run.py does the rest that every run does.
 """
