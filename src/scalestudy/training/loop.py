@@ -319,7 +319,7 @@ class TrainingLoop:
                              f"before step {step}), so the branch has nothing to start from")
         state = self.state()
         del state["fork_seconds"]  # a trunk's checkpoint has none
-        del state["schedule"]  # the trunk's: the branch keeps its own
+        del state["schedule"]  # the branch keeps its own, started at the fork below
         self.fabric.load(path, state, weights_only=True)
         if state["global_step"] != step:
             raise ValueError(f"{path}: saved at step {state['global_step']}, the branch forks "

@@ -99,8 +99,8 @@ def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
 class StudyModule(torch.nn.Module):
     """What every training stage's model shares: AdamW with its schedule, the
     token count and the RNG streams a checkpoint keeps. The model holds no
-    schedule of its own: the loop gives `configure_optimizer` the run's. The loop
-    (training/loop.py) calls:
+    train config: the loop passes the run's final one to `configure_optimizer`.
+    The loop (training/loop.py) calls:
 
     - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
     - `evaluation_sums(batch) -> {name: sum over the batch, "count": examples}`
