@@ -68,7 +68,7 @@ def classifier(size: str, seq_len: int, cfg: TrainConfig) -> Classifier:
     torch.manual_seed(0)
     bcfg = backbone_config("transformer", size, VOCAB, seq_len, protocol=cfg.protocol)
     backbone = backbone_class("transformer")(bcfg)
-    return Classifier(backbone, ClassifierHead(backbone, N_CLASSES), cfg, N_CLASSES)
+    return Classifier(backbone, ClassifierHead(backbone, N_CLASSES), N_CLASSES)
 
 
 class PlainLoop:
@@ -79,7 +79,7 @@ class PlainLoop:
     def __init__(self, model: Classifier, data, cfg: TrainConfig,
                  forward_context: Callable[[], ContextManager] = nullcontext,
                  optimizer_options: dict | None = None):
-        self.optimizer, self.schedule = model.configure_optimizer()
+        self.optimizer, self.schedule = model.configure_optimizer(cfg)
         for group in self.optimizer.param_groups:  # e.g. another AdamW kernel
             group.update(optimizer_options or {})
         self.model, self.cfg, self.forward_context = model.train(), cfg, forward_context

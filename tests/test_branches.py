@@ -16,7 +16,7 @@ from cells import TASK
 
 from scalestudy.records import read_records
 from scalestudy.study.specs import RunSpec
-from scalestudy.training import loop, resume
+from scalestudy.training import loop, modules, resume
 from scalestudy.training.branches import fork_name
 from scalestudy.training.task import run
 
@@ -85,6 +85,24 @@ def test_a_branch_is_the_separate_wsd_run_of_its_budget(chain):
     same losses, tokens and FLOPs (the chain's, from step 0)."""
     assert comparable(chain["branch"]) == comparable(chain["separate"])
     assert chain["branch"]["train_flops"] == chain["branch"]["flops_per_step"] * BRANCH_STEPS
+
+
+def test_the_loop_is_built_from_the_steps_the_budget_buys(data_dir, tmp_path, monkeypatch):
+    """The run's final train config (its budget's steps, counted on the built
+    model) is decided before the loop: the optimiser's schedule is built from
+    it, and the model holds no train config that could say otherwise."""
+    built = []
+    configure = modules.StudyModule.configure_optimizer
+
+    def recorded(module, cfg, scaled=False):
+        built.append((module, cfg))
+        return configure(module, cfg, scaled)
+
+    monkeypatch.setattr(modules.StudyModule, "configure_optimizer", recorded)
+    record = run(spec(data_dir, 6), data_dir, tmp_path / "run")
+    [(model, cfg)] = built
+    assert record["steps"] == cfg.max_steps == 6 != SCHEDULE["max_steps"]
+    assert not hasattr(model, "cfg")
 
 
 def test_a_branch_without_its_trunks_fork_is_a_clear_error(data_dir, tmp_path):

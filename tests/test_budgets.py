@@ -62,10 +62,12 @@ def test_under_wsd_the_largest_budget_is_the_trunk_and_the_others_branch_from_it
 
 
 def test_a_budget_buys_the_ceiling_of_its_steps():
+    from scalestudy.training.branches import budget_steps
+
     cfg = specs.TrainConfig(budget=1000.0, batch_size=4)
-    assert specs.budget_steps(cfg, 300.0, seq_len=10) == 4  # ceil(1000 / 300)
+    assert budget_steps(cfg, 300.0, seq_len=10) == 4  # ceil(1000 / 300)
     tokens = specs.TrainConfig(budget=1000.0, batch_size=4, budget_unit="tokens")
-    assert specs.budget_steps(tokens, 300.0, seq_len=10) == 25  # 1000 / (4 x 10)
+    assert budget_steps(tokens, 300.0, seq_len=10) == 25  # 1000 / (4 x 10)
 
 
 def test_a_budget_too_small_for_a_size_to_pass_its_warm_up_is_refused_naming_the_cell():
@@ -121,8 +123,7 @@ def test_the_flop_estimate_is_near_the_counted_flops(arch):
     for size in ("xxs", "xs", "s", "m"):
         bcfg = backbone_config(arch, size, vocab, seq_len, norm="pre", dropout=0.0,
                                protocol="default", causal=False, token_outputs=True)
-        model = MaskedLM(backbone_class(arch)(bcfg), specs.TrainConfig(), vocab, 0.15, None, 0,
-                         vocab="bytes")
+        model = MaskedLM(backbone_class(arch)(bcfg), vocab, 0.15, None, 0, vocab="bytes")
         counted = flops_per_step(model, model.prepare((torch.randint(3, vocab, (batch, seq_len)),),
                                                       training=True))
         estimate = costs.step_flops_estimate(arch, size, "default", batch, seq_len, vocab)

@@ -12,7 +12,7 @@ import torch
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.models import backbone_class, backbone_config
 from scalestudy.models.universal import SIGNAL_SCALE
-from scalestudy.training import fixup
+from scalestudy.priors import fixup
 
 VOCAB, MAX_LEN = 17, 16
 ARCHS = sorted(ARCHITECTURES)

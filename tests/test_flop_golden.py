@@ -24,7 +24,6 @@ import torch
 
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.models import backbone_class, build_backbone
-from scalestudy.study.specs import TrainConfig
 from scalestudy.training.flops import count_flops, flops_per_step
 from scalestudy.training.masked_lm import MaskedLM
 
@@ -180,7 +179,7 @@ def test_masked_lm_pretraining_step_is_the_analytic_count(size):
     tied decoder E -> V (E = D here), each 6 N i o."""
     torch.manual_seed(0)
     backbone = build_backbone("transformer", size, VOCAB, MAX_LEN, token_outputs=True)
-    model = MaskedLM(backbone, TrainConfig(), VOCAB, 0.5, None, seed=0)
+    model = MaskedLM(backbone, VOCAB, 0.5, None, seed=0)
     tokens, _ = batch()
     d = backbone.cfg.width
     head = 6 * N * d * d + 6 * N * d * VOCAB

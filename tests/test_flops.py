@@ -52,14 +52,13 @@ def transformer_step_flops(size: str, batch: int, length: int, n_classes: int,
                            causal: bool = False) -> int:
     from scalestudy.models import backbone_class, backbone_config
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.study.specs import TrainConfig
     from scalestudy.training.flops import flops_per_step
     from scalestudy.training.modules import Classifier
 
     torch.manual_seed(0)
     cfg = backbone_config("transformer", size, 20, length, causal=causal)
     backbone = backbone_class("transformer")(cfg)
-    model = Classifier(backbone, ClassifierHead(backbone, n_classes), TrainConfig(), n_classes)
+    model = Classifier(backbone, ClassifierHead(backbone, n_classes), n_classes)
     tokens = torch.randint(2, 20, (batch, length))
     labels = torch.randint(0, n_classes, (batch,))
     return flops_per_step(model, (tokens, labels))

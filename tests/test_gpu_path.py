@@ -115,7 +115,7 @@ def test_flops_are_counted_at_one_micro_batch_and_its_memory_is_one_micro_batchs
 def test_only_rank_0_counts_and_every_rank_gets_its_count(monkeypatch):
     calls = []
     monkeypatch.setattr(run, "flops_per_step", lambda module, batch: calls.append(1) or 10)
-    model = Classifier(build_backbone("transformer", "xxs", 17, 8), None, TrainConfig(), 3)
+    model = Classifier(build_backbone("transformer", "xxs", 17, 8), None, 3)
     rows = (torch.ones(8, 8, dtype=torch.uint16), torch.zeros(8, dtype=torch.int64))
     for rank in (1, 0):
         fabric = SimpleNamespace(world_size=2, is_global_zero=rank == 0,
@@ -226,9 +226,9 @@ def test_causal_attention_with_is_causal_equals_the_padding_and_causal_mask(arch
     tokens = padded_rows([16, 11, 5, 1], 16)
     real = tokens != 0
     backbone = build_backbone(arch, "xxs", 17, 16, causal=True, token_outputs=True).eval()
-    lm = MaskedLM(backbone, TrainConfig(causal=True), 17, 0.1, None, seed=0).eval()
+    lm = MaskedLM(backbone, 17, 0.1, None, seed=0).eval()
     head = ClassifierHead(backbone, 3)
-    classifier = Classifier(backbone, head, TrainConfig(causal=True), 3).eval()
+    classifier = Classifier(backbone, head, 3).eval()
     labels = torch.tensor([0, 1, 2, 1])
 
     def outputs():
@@ -347,7 +347,7 @@ def test_evaluation_shards_hold_every_example_once(n, world):
 def test_a_rank_with_an_empty_shard_reduces_zeros():
     """2 examples over 3 ranks: rank 2 evaluates nothing and still takes part
     in the reduction, with zeros (here the other ranks' sums stand in)."""
-    model = Classifier(build_backbone("transformer", "xxs", 17, 8), None, TrainConfig(), 3)
+    model = Classifier(build_backbone("transformer", "xxs", 17, 8), None, 3)
     others = torch.tensor([1.0, 2.0, 3.0])  # acc, count, loss: sorted by name
     fabric = SimpleNamespace(device=torch.device("cpu"), autocast=contextlib.nullcontext,
                              to_device=lambda batch: batch,
@@ -374,11 +374,11 @@ def test_the_loop_reads_the_device_only_at_its_logging_and_validation_steps():
 
 def test_pretraining_masks_and_evaluation_counts_are_made_on_the_host():
     backbone = build_backbone("transformer", "xxs", 17, 8, token_outputs=True)
-    lm = MaskedLM(backbone, TrainConfig(), 17, 0.5, None, seed=0)
+    lm = MaskedLM(backbone, 17, 0.5, None, seed=0)
     prepared = lm.prepare((padded_rows([8, 4], 8),), training=True)
     assert {t.device.type for t in prepared} == {"cpu"}
     assert prepared.targets.ne(-100).any() and prepared.inputs.eq(1).any()
-    classifier = Classifier(backbone, ClassifierHead(backbone, 3), TrainConfig(), 3)
+    classifier = Classifier(backbone, ClassifierHead(backbone, 3), 3)
     sums = classifier.evaluation_sums((padded_rows([8, 4], 8), torch.tensor([0, 1])))
     assert sums["count"] == 2 and isinstance(sums["count"], int)
 
@@ -782,7 +782,7 @@ def test_the_registrys_activation_bytes_bound_what_autograd_saves(arch):
     bcfg = backbone_config(arch, "tiny", 259, 128, norm="pre", dropout=0.0,
                            protocol="default", causal=False)
     backbone = backbone_class(arch)(bcfg)
-    model = Classifier(backbone, ClassifierHead(backbone, 10), TrainConfig(), 10)
+    model = Classifier(backbone, ClassifierHead(backbone, 10), 10)
     for mixed, autocast in ((0, None), (1, torch.bfloat16)):
         per_token, per_position = memory.per_token_layer(model, probe_batch(arch, model),
                                                          "tiny", length=64, autocast=autocast)

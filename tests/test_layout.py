@@ -18,8 +18,9 @@ from scalestudy.tasks import TASKS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scalestudy"
 # The registries: where each kind's names are written down.
-REGISTRY_MODULES = {"architectures.py", "priors.py", "stages.py", "tasks/__init__.py",
-                    "analysis/figures/__init__.py", "analysis/claims/__init__.py"}
+REGISTRY_MODULES = {"architectures.py", "priors/__init__.py", "stages.py",
+                    "tasks/__init__.py", "analysis/figures/__init__.py",
+                    "analysis/claims/__init__.py"}
 
 
 def modules():
@@ -168,6 +169,20 @@ def test_the_cycle_finder_finds_function_level_and_package_cycles():
     assert "scalestudy.notebook" in graph["scalestudy"]  # open_study, on first use
     assert "scalestudy.analysis" in graph["scalestudy.analysis.claims.check"]  # X_AXES
     assert "scalestudy.tasks.pycorpus" in graph["scalestudy.tasks.text"]
+
+
+def test_the_priors_own_their_hooks():
+    """The prior registry and its hooks' modules (priors/fixup.py,
+    priors/transfer.py) import no training module: training calls the hooks,
+    never the other way round; and the loop finds the pretraining checkpoint's
+    name in the stages, not in the priors."""
+    graph = import_graph()
+    priors = [name for name in graph if name.split(".")[:2] == ["scalestudy", "priors"]]
+    assert {"scalestudy.priors.fixup", "scalestudy.priors.transfer"} <= set(priors)
+    climbs = {f"{name} -> {imported}" for name in priors for imported in graph[name]
+              if imported.startswith("scalestudy.training")}
+    assert not climbs, climbs
+    assert "scalestudy.priors" not in graph["scalestudy.training.loop"]
 
 
 def test_every_registry_entry_is_named_once_and_looks_itself_up():

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from lightning.fabric import Fabric
 
 from scalestudy.models import build_backbone
-from scalestudy.study.specs import TrainConfig
 from scalestudy.training.data import loader
 from scalestudy.training.loop import evaluate
 from scalestudy.training.masked_lm import MaskedLM
@@ -28,7 +27,7 @@ VOCAB, LENGTH, PAD, MASK = 13, 16, 0, 1
 def masked_lm(ratio=0.5, seed=0, **backbone):
     torch.manual_seed(seed)
     net = build_backbone("transformer", "xxs", VOCAB, LENGTH, token_outputs=True, **backbone)
-    return MaskedLM(net, TrainConfig(), VOCAB, ratio, None, seed=seed, pad_id=PAD,
+    return MaskedLM(net, VOCAB, ratio, None, seed=seed, pad_id=PAD,
                     mask_id=MASK).eval()
 
 

@@ -14,7 +14,6 @@ from scalestudy.architectures import ARCHITECTURES
 from scalestudy.models import build_backbone
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.models.mos import MixtureOfSoftmaxes
-from scalestudy.study.specs import TrainConfig
 from scalestudy.training.masked_lm import MaskedLM
 from scalestudy.training.modules import Classifier
 
@@ -110,7 +109,7 @@ def test_every_parameter_of_backbone_and_classifier_head_gets_a_gradient(arch, p
     torch.manual_seed(0)
     backbone = build_backbone(arch, "xxs", VOCAB, MAX_LEN)
     head = ClassifierHead(backbone, 3, pair=pair)
-    model = Classifier(backbone, head, TrainConfig(), 3).train()
+    model = Classifier(backbone, head, 3).train()
     tokens = tokens_and_mask()
     batch = (tokens[:2], tokens[2:], torch.tensor([0, 1])) if pair else (
         tokens, torch.tensor([0, 1, 2, 1]))
@@ -128,7 +127,7 @@ def test_every_parameter_of_backbone_and_masked_lm_head_gets_a_gradient(arch):
     # Every real token masked, so every position is scored: a state that reaches no
     # scored position (an expert of the last block fed only unmasked tokens) has no
     # gradient to get.
-    model = MaskedLM(backbone, TrainConfig(), VOCAB, 1.0, None, seed=0).train()
+    model = MaskedLM(backbone, VOCAB, 1.0, None, seed=0).train()
     loss, aux = model.masked_loss(tokens_and_mask(), torch.Generator().manual_seed(0))
     (loss + aux).backward()
     assert_every_parameter_has_a_gradient(model)

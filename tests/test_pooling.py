@@ -10,7 +10,6 @@ import torch
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.models import build_backbone
 from scalestudy.models.heads import POOLINGS, ClassifierHead, pool
-from scalestudy.study.specs import TrainConfig
 from scalestudy.training.modules import Classifier
 
 VOCAB, MAX_LEN = 17, 16
@@ -62,7 +61,7 @@ def classifier(arch: str, pooling: str) -> Classifier:
     torch.manual_seed(0)
     backbone = build_backbone(arch, "xxs", VOCAB, MAX_LEN).eval()
     head = ClassifierHead(backbone, 3, pooling)
-    return Classifier(backbone, head, TrainConfig(pooling=pooling), 3).eval()
+    return Classifier(backbone, head, 3).eval()
 
 
 def padded(lengths, length: int) -> torch.Tensor:

@@ -14,10 +14,10 @@ from scalestudy.models import backbone_class, backbone_config
 from scalestudy.models.lm_head import MaskedLMHead, token_embedding
 from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.models.transformer import Transformer
+from scalestudy.priors import fixup
+from scalestudy.priors.transfer import transfer_backbone
 from scalestudy.tasks import TASKS, upstream
-from scalestudy.training import fixup
 from scalestudy.training.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
-from scalestudy.training.transfer import transfer_backbone
 
 VOCAB, MAX_LEN = 17, 16
 ARCHS = sorted(ARCHITECTURES)

@@ -357,7 +357,7 @@ def test_a_task_cache_whose_arrays_changed_fails_its_checksum(data_dir, tmp_path
 
 
 def test_a_truncated_checkpoint_is_named(tmp_path):
-    from scalestudy.training.transfer import load_checkpoint
+    from scalestudy.priors.transfer import load_checkpoint
 
     path = tmp_path / "best.ckpt"
     torch.save({"state_dict": {"w": torch.zeros(100)}}, path)

@@ -58,6 +58,36 @@ def test_the_optimiser_follows_the_schedule_and_a_resumed_scheduler_keeps_the_co
     assert [fresh.lr_lambdas[0](i) * 0.5 for i in (4, 5, 8)] == [0.5, 0.375, 0.0]
 
 
+def test_a_scheduler_started_at_a_step_keeps_its_own_length():
+    """What a wsd branch does at its trunk's fork (ScheduledLR.start_at): the
+    optimiser's rates those of the step under the branch's own schedule, and
+    every later step's too; its state dict then holds the branch's fields."""
+    from scalestudy.training.modules import ScheduledLR
+
+    def scheduler(total):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+        return opt, ScheduledLR(opt, Schedule("wsd", warmup=2, total=total,
+                                              decay_fraction=0.5))
+
+    opt, branch = scheduler(12)
+    branch.start_at(6)  # the branch's cooldown begins at 12 - 6
+    assert branch.last_epoch == 6 and branch.get_last_lr() == [0.5 * branch.schedule(6)]
+    seen = []
+    for _ in range(6):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        branch.step()
+    whole_opt, whole = scheduler(12)  # the same schedule stepped from step 0
+    expected = []
+    for step in range(12):
+        if step >= 6:
+            expected.append(whole_opt.param_groups[0]["lr"])
+        whole_opt.step()
+        whole.step()
+    assert seen == expected and seen[-1] == 0.5 / 6
+    assert branch.state_dict()["lr_lambdas"][0]["total"] == 12
+
+
 def test_a_schedule_names_what_it_accepts():
     with pytest.raises(ValueError, match="schedule: got 'step', accepted values: cosine, wsd"):
         Schedule("step", 1, 10)
@@ -86,8 +116,8 @@ def test_the_default_schedule_gives_the_committed_rates_bitwise(warmup, total):
     from scalestudy.training.modules import StudyModule
 
     cfg = TrainConfig(lr=0.002, warmup_steps=warmup, max_steps=total)
-    module = StudyModule(torch.nn.Linear(3, 2), cfg)
-    optimizer, scheduler = module.configure_optimizer()
+    module = StudyModule(torch.nn.Linear(3, 2))
+    optimizer, scheduler = module.configure_optimizer(cfg)
     old = torch.optim.AdamW(torch.nn.Linear(3, 2).parameters(), lr=0.002)
     reference = torch.optim.lr_scheduler.LambdaLR(old, _committed_warmup_cosine(warmup, total))
     for _ in range(total + 3):

@@ -422,13 +422,12 @@ def test_pair_head_classifies_u_v_product_and_difference():
 
     from scalestudy.models import build_backbone
     from scalestudy.models.heads import ClassifierHead, pool
-    from scalestudy.study.specs import TrainConfig
     from scalestudy.training.modules import Classifier
 
     torch.manual_seed(0)
     backbone = build_backbone("transformer", "xxs", 259, 16)
     head = ClassifierHead(backbone, 2, pair=True)
-    model = Classifier(backbone, head, TrainConfig(), 2).eval()
+    model = Classifier(backbone, head, 2).eval()
     a, b = torch.randint(3, 259, (4, 16)), torch.randint(3, 259, (4, 16))
     a[:, 12:] = 0
     logits, _ = model(a, b)

@@ -123,8 +123,8 @@ def test_warmup_cosine_schedule_values():
 
     cfg = TrainConfig(lr=0.01, warmup_steps=4, max_steps=20, weight_decay=0.0)
     backbone = build_backbone("transformer", "xxs", 17, 16)
-    model = Classifier(backbone, ClassifierHead(backbone, 3), cfg, 3)
-    optimizer, schedule = model.configure_optimizer()  # the loop steps it every step
+    model = Classifier(backbone, ClassifierHead(backbone, 3), 3)
+    optimizer, schedule = model.configure_optimizer(cfg)  # the loop steps it every step
     lrs = []
     for _ in range(21):
         lrs.append(optimizer.param_groups[0]["lr"])
@@ -146,8 +146,8 @@ def test_s4_state_space_parameters_have_their_own_group():
 
     cfg = TrainConfig(lr=0.01, weight_decay=0.05)
     backbone = build_backbone("s4", "xxs", 17, 16)
-    model = Classifier(backbone, ClassifierHead(backbone, 3), cfg, 3)
-    optimizer, _ = model.configure_optimizer()
+    model = Classifier(backbone, ClassifierHead(backbone, 3), 3)
+    optimizer, _ = model.configure_optimizer(cfg)
     main, ssm = optimizer.param_groups
     ssm_lr = backbone.cfg.extra["ssm_lr"]
     assert ssm_lr < cfg.lr
@@ -163,7 +163,7 @@ def test_s4_state_space_parameters_have_their_own_group():
     assert sorted(map(id, main["params"] + ssm["params"])) == sorted(names)
     # A transformer has none: one group.
     other = build_backbone("transformer", "xxs", 17, 16)
-    single, _ = Classifier(other, ClassifierHead(other, 3), cfg, 3).configure_optimizer()
+    single, _ = Classifier(other, ClassifierHead(other, 3), 3).configure_optimizer(cfg)
     assert len(single.param_groups) == 1
 
 
@@ -180,9 +180,9 @@ def test_adamw_is_fused_on_a_cpu_and_torchs_choice_elsewhere():
     assert fused_adamw(meta) is None
     torch.manual_seed(0)
     backbone = build_backbone("transformer", "xxs", 17, 16)
-    fused = Classifier(backbone, ClassifierHead(backbone, 3), TrainConfig(), 3)
-    loop = Classifier(*copy.deepcopy((fused.backbone, fused.head)), TrainConfig(), 3)
-    optimizers = [m.configure_optimizer()[0] for m in (fused, loop)]
+    fused = Classifier(backbone, ClassifierHead(backbone, 3), 3)
+    loop = Classifier(*copy.deepcopy((fused.backbone, fused.head)), 3)
+    optimizers = [m.configure_optimizer(TrainConfig())[0] for m in (fused, loop)]
     assert [o.param_groups[0]["fused"] for o in optimizers] == [True, True]
     optimizers[1].param_groups[0].update(fused=False, foreach=False)
     tokens, labels = torch.randint(1, 17, (4, 16)), torch.tensor([0, 1, 2, 0])
@@ -394,8 +394,7 @@ def test_pretraining_keeps_the_checkpoint_of_lowest_validation_loss(data_dir, tm
 @pytest.mark.parametrize("prior", ["tfixup", "dtfixup", "random_noln"])
 def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     from scalestudy.models import build_backbone
-    from scalestudy.priors import PRIORS
-    from scalestudy.training import fixup
+    from scalestudy.priors import PRIORS, fixup
 
     record = run(spec(prior=prior), data_dir, tmp_path / "run")
     assert record["status"] == "ok" and record["stage"] == "scratch"
@@ -408,7 +407,7 @@ def test_fixup_priors_drop_layernorm_and_warmup(data_dir, tmp_path, prior):
     torch.manual_seed(0)
     model, report = build_classifier(run_spec, cfg, data, None)
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
-    optimizer, _ = model.configure_optimizer()
+    optimizer, _ = model.configure_optimizer(cfg)
     assert optimizer.param_groups[0]["lr"] == run_spec.train.lr
     torch.manual_seed(0)
     reference = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, norm="none",
@@ -522,7 +521,7 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
     data = tasks.load("listops", TASK, data_dir)
     backbone = build_backbone("transformer", "xxs", data.vocab_size, data.seq_len, causal=True,
                               token_outputs=True)
-    model = MaskedLM(backbone, spec.train, data.vocab_size, 0.1, None, seed=0).eval()
+    model = MaskedLM(backbone, data.vocab_size, 0.1, None, seed=0).eval()
     tokens = data.splits["train"][0][:4].long()
     loss, _ = model.masked_loss(tokens, torch.Generator().manual_seed(0))
     real = tokens != 0

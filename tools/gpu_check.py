@@ -240,13 +240,12 @@ def classifier(arch: str, size: str, seq_len: int, protocol: str = "default",
                dropout: float = 0.0):
     from scalestudy.models import backbone_class, backbone_config
     from scalestudy.models.heads import ClassifierHead
-    from scalestudy.study.specs import TrainConfig
     from scalestudy.training.modules import Classifier
 
     bcfg = backbone_config(arch, size, 259, seq_len, norm="pre", dropout=dropout,
                            protocol=protocol, causal=False)
     backbone = backbone_class(arch)(bcfg)
-    return Classifier(backbone, ClassifierHead(backbone, 10), TrainConfig(), 10)
+    return Classifier(backbone, ClassifierHead(backbone, 10), 10)
 
 
 def batch_of(n: int, seq_len: int, seed: int = 0, pad: bool = True) -> tuple:
@@ -283,7 +282,6 @@ def loop_for(ctx: Context, model, name: str, batch: int, seq_len: int, precision
     torch.use_deterministic_algorithms(deterministic)  # the last Fabric made set its own
     torch.set_float32_matmul_precision(hw.matmul_precision)
     cfg = TrainConfig(max_steps=steps, batch_size=batch, warmup_steps=1, val_every=steps)
-    model.cfg = cfg
     rows = batch_of(batch, seq_len, pad=pad)
     loader = DataLoader(list(zip(*rows, strict=True)), batch_size=batch)
     return TrainingLoop(fabric, model, cfg, run_dir, "gpu_check", loader, loader,

@@ -32,7 +32,7 @@ class Architecture:
     causal: bool = True  # whether the mechanism has a causal mode (train.causal)
     # Whether its causal backbone has exactly the bidirectional one's weights (the
     # causal mode only masks), so that a causally pretrained checkpoint finetunes
-    # bidirectionally (priors.py: spt_causal). Not the SSMs: a bidirectional
+    # bidirectionally (priors/: spt_causal). Not the SSMs: a bidirectional
     # layer holds a second kernel, and its FFN width is matched to that.
     causal_weights_bidirectional: bool = True
     # The vanilla baseline the others are compared with (the architecture gap).

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 
 from .registry import Registry
 
+# The checkpoint a stage's run keeps (its best validation loss), which the
+# finetuning runs of its priors load.
+BEST_CHECKPOINT = "best.ckpt"
 UPSTREAM_CORPUS = "upstream"  # the record's `task` of a run on the upstream corpus
 # A stage's runs' directories under the study's results, as wildcard patterns.
 TASK_DIRECTORY = "pretrain/{stage}/{task}/{arch}/{size}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,14 +263,6 @@ def budget_fields(config: dict, run, schedule: dict) -> dict:
         else:
             fields["branch_of"] = trunk.budget
     return fields
-
-
-def budget_steps(cfg: TrainConfig, flops_per_step: float, seq_len: int) -> int:
-    """The optimiser steps a budgeted run trains: ceil(budget / what a step
-    costs), its counted FLOPs (budget_unit flops) or batch_size x seq_len
-    tokens (tokens, padding included: the step's capacity)."""
-    per_step = flops_per_step if cfg.budget_unit == "flops" else cfg.batch_size * seq_len
-    return max(1, math.ceil(cfg.budget / per_step))
 
 
 def trainer_section(config: dict, task: str | None, size: str) -> dict:

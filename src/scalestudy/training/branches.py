@@ -29,16 +29,25 @@ mid-step, so a budget's steps are rounded up to whole steps as any run's.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from ..study.grid import budget_label
-from ..study.specs import TrainConfig, budget_steps
+from ..study.specs import TrainConfig
 from .schedules import Schedule
 
 
 def fork_name(budget: float) -> str:
     """The trunk's checkpoint a branch of `budget` starts from (in the trunk's directory)."""
     return f"fork-b{budget_label(budget)}.ckpt"
+
+
+def budget_steps(cfg: TrainConfig, flops_per_step: float, seq_len: int) -> int:
+    """The optimiser steps a budgeted run trains: ceil(budget / what a step
+    costs), its counted FLOPs (budget_unit flops) or batch_size x seq_len
+    tokens (tokens, padding included: the step's capacity)."""
+    per_step = flops_per_step if cfg.budget_unit == "flops" else cfg.batch_size * seq_len
+    return max(1, math.ceil(cfg.budget / per_step))
 
 
 def budgeted(cfg: TrainConfig, flops_per_step: float, seq_len: int, what: str) -> TrainConfig:

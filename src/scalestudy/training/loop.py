@@ -59,7 +59,7 @@ from tqdm import tqdm
 
 from .. import faults
 from ..atomic import replacing
-from ..priors import CHECKPOINT as BEST  # the pretraining checkpoint finetuning loads
+from ..stages import BEST_CHECKPOINT as BEST
 from ..study.resources import device_count
 from ..study.specs import batch_shares
 from . import resume, trackers
@@ -222,12 +222,15 @@ def to_device(fabric: Fabric, batch):
 
 
 class TrainingLoop:
-    """One run's training loop. `module` is a modules.StudyModule; `train` a
-    data.loader (shuffled; this rank's shard), `val` this rank's validation
-    shard, each of this rank's share of cfg.batch_size; `micro_batch` the
-    examples of one forward and backward (0: the whole share). Counters the
-    record reads after `run`: step, tokens_seen, train_loss, diverged_step,
-    stopped_by, elapsed()."""
+    """One run's training loop. `module` is a modules.StudyModule; `cfg` the
+    run's final train config (study.specs.TrainConfig with the steps it
+    trains, a budget's or a compute match's: training/task.py, pretrain.py),
+    which the optimiser and its schedule are built from; `train` a data.loader
+    (shuffled; this rank's shard), `val` this rank's validation shard, each of
+    this rank's share of cfg.batch_size; `micro_batch` the examples of one
+    forward and backward (0: the whole share). Counters the record reads
+    after `run`: step, tokens_seen, train_loss, diverged_step, stopped_by,
+    elapsed()."""
 
     def __init__(self, fabric: Fabric, module, cfg, run_dir: Path, config_hash: str,
                  train: DataLoader, val: DataLoader, keep_best: bool = False,
@@ -240,8 +243,8 @@ class TrainingLoop:
         self.module, self.keep_best = module.to(fabric.device), keep_best
         # 16-mixed: a gradient scaler, whose overflowing steps it skips itself.
         self.scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
-        optimizer, self.schedule = module.configure_optimizer(self.scaled)
-        self.factor = self.schedule.lr_lambdas[0]  # schedules.Schedule: it keeps a cooldown begun
+        optimizer, self.scheduler = module.configure_optimizer(cfg, self.scaled)
+        self.schedule = self.scheduler.schedule  # the factor per step; it keeps a cooldown begun
         self.model, self.optimizer = fabric.setup(module, optimizer)
         self.model.mark_forward_method("training_loss")  # through DDP's forward
         self.step = self.epoch = self.tokens_seen = 0
@@ -271,7 +274,7 @@ class TrainingLoop:
         precision's state (16-mixed: the gradient scaler's scale and growth)."""
         own = {**self.module.rng_state(), "tokens_seen": torch.tensor([self.tokens_seen])}
         return {
-            "state_dict": self.module, "optimizer": self.optimizer, "schedule": self.schedule,
+            "state_dict": self.module, "optimizer": self.optimizer, "schedule": self.scheduler,
             "precision": self.fabric.strategy.precision,
             "loader": self.train_loader, "global_step": self.step, "epoch": self.epoch,
             "train_loss": self.train_loss, "best": self.best,
@@ -314,19 +317,15 @@ class TrainingLoop:
         if not Path(path).is_file():
             raise ValueError(f"{path}: the trunk left no fork checkpoint (it failed or diverged "
                              f"before step {step}), so the branch has nothing to start from")
-        own = dict(self.factor.__dict__)
         state = self.state()
         del state["fork_seconds"]  # a trunk's checkpoint has none
+        del state["schedule"]  # the branch keeps its own, started at the fork below
         self.fabric.load(path, state, weights_only=True)
         if state["global_step"] != step:
             raise ValueError(f"{path}: saved at step {state['global_step']}, the branch forks "
                              f"at step {step}: not this branch's trunk")
         self.restore(state)
-        self.factor.__dict__.update(own)
-        factor = self.factor(self.step)
-        for group, base in zip(self.optimizer.param_groups, self.schedule.base_lrs, strict=True):
-            group["lr"] = base * factor
-        self.schedule._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self.scheduler.start_at(self.step)
         self.best, self.fork_seconds = math.inf, float(state["seconds"])
 
     def restore(self, state: dict) -> None:
@@ -411,7 +410,7 @@ class TrainingLoop:
                                   error_if_nonfinite=False)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.schedule.step()
+        self.scheduler.step()
         self.step += 1
         self.tokens_seen += tokens
         return losses[0] if len(losses) == 1 else torch.stack(losses).mean()
@@ -437,19 +436,19 @@ class TrainingLoop:
     @property
     def plateau_step(self) -> int | None:
         """The step at which the plateau started the cooldown (None: not yet)."""
-        return self.factor.cooldown_start
+        return self.schedule.cooldown_start
 
     @property
     def last_step(self) -> int:
         """The step the run ends at: max_steps, or sooner where its plateau's
         cooldown ends."""
-        end = self.factor.cooldown_end
+        end = self.schedule.cooldown_end
         return self.cfg.max_steps if end is None else min(end, self.cfg.max_steps)
 
     @property
     def final_lr(self) -> float:
         """The peak-rate group's learning rate of the last step taken."""
-        return self.cfg.lr * self.factor(self.step - 1) if self.step else math.nan
+        return self.cfg.lr * self.schedule(self.step - 1) if self.step else math.nan
 
     def anneal(self) -> None:
         """The plateau ends the run with a linear cooldown to zero over
@@ -457,7 +456,7 @@ class TrainingLoop:
         converged run is an annealed one: a plateau at a high learning rate
         is not the loss the weights reach once it decays (Hägele et al. 2024)."""
         length = math.ceil(self.cfg.decay_fraction * self.step)
-        self.factor.cooldown(self.step, max(1, min(length, self.cfg.max_steps - self.step)))
+        self.schedule.cooldown(self.step, max(1, min(length, self.cfg.max_steps - self.step)))
 
     def final_validation(self) -> dict[str, float]:
         """The validation metrics of the weights after the last step: the last

@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from ..models.lm_head import MaskedLMHead
-from ..study.specs import TrainConfig
 from .masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 from .modules import StudyModule
 
@@ -36,10 +35,9 @@ class Masked(NamedTuple):
 class MaskedLM(StudyModule):
     """Backbone + tied masked-LM head, trained to restore masked tokens."""
 
-    def __init__(self, backbone, cfg: TrainConfig, vocab_size: int, mask_ratio: float,
-                 span: float | None, seed: int, pad_id: int = 0, mask_id: int = 1,
-                 vocab: str = ""):
-        super().__init__(backbone, cfg, pad_id)
+    def __init__(self, backbone, vocab_size: int, mask_ratio: float, span: float | None,
+                 seed: int, pad_id: int = 0, mask_id: int = 1, vocab: str = ""):
+        super().__init__(backbone, pad_id)
         self.head = MaskedLMHead(backbone, vocab_size)
         self.vocab_size, self.mask_ratio, self.span = vocab_size, mask_ratio, span
         self.mask_id, self.seed = mask_id, seed

@@ -36,6 +36,29 @@ def schedule_of(cfg: TrainConfig) -> Schedule:
     return Schedule(cfg.schedule, cfg.warmup_steps, cfg.max_steps, cfg.decay_fraction)
 
 
+class ScheduledLR(LambdaLR):
+    """torch's LambdaLR over the run's `Schedule`: each step's rates are the
+    peak rates (`base_lrs`) times the schedule's factor. Its state dict holds
+    the schedule's fields, so a resumed run continues a cooldown begun."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, schedule: Schedule):
+        super().__init__(optimizer, schedule)
+
+    @property
+    def schedule(self) -> Schedule:
+        return self.lr_lambdas[0]
+
+    def start_at(self, step: int) -> None:
+        """Continue this schedule from `step`, the optimiser's rates set to
+        the step's, as if it had stepped there: a wsd branch starting at its
+        trunk's fork with its own length (training/branches.py)."""
+        self.last_epoch = step
+        factor = self.schedule(step)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
 def fused_adamw(groups: list[dict], scaled: bool = False) -> bool | None:
     """AdamW's kernel: torch's fused one (one kernel for the whole update: on
     a CPU clipping + update about 2x faster than torch's default there, a
@@ -75,8 +98,9 @@ def parameter_groups(module: torch.nn.Module, lr: float) -> list[dict]:
 
 class StudyModule(torch.nn.Module):
     """What every training stage's model shares: AdamW with its schedule, the
-    token count and the RNG streams a checkpoint keeps. The loop
-    (training/loop.py) calls:
+    token count and the RNG streams a checkpoint keeps. The model holds no
+    train config: the loop passes the run's final one to `configure_optimizer`.
+    The loop (training/loop.py) calls:
 
     - `training_loss(batch) -> (loss, aux_loss)`, defined by subclasses;
     - `evaluation_sums(batch) -> {name: sum over the batch, "count": examples}`
@@ -87,9 +111,9 @@ class StudyModule(torch.nn.Module):
 
     EVALUATION_SUMS: tuple[str, ...] = ("loss", "count")
 
-    def __init__(self, backbone: torch.nn.Module, cfg: TrainConfig, pad_id: int = 0):
+    def __init__(self, backbone: torch.nn.Module, pad_id: int = 0):
         super().__init__()
-        self.backbone, self.cfg, self.pad_id = backbone, cfg, pad_id
+        self.backbone, self.pad_id = backbone, pad_id
 
     def training_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -132,15 +156,15 @@ class StudyModule(torch.nn.Module):
         if state["cuda"].numel():
             torch.cuda.set_rng_state(state["cuda"])
 
-    def configure_optimizer(self, scaled: bool = False) -> tuple[torch.optim.Optimizer,
-                                                                 LambdaLR]:
-        """AdamW and its per-step schedule (train.schedule);
-        `scaled`: the run's gradients go through a gradient scaler (16-mixed)."""
-        cfg = self.cfg
+    def configure_optimizer(self, cfg: TrainConfig, scaled: bool = False
+                            ) -> tuple[torch.optim.Optimizer, ScheduledLR]:
+        """AdamW and its per-step schedule for the run's train config `cfg`
+        (its final steps: a budget's, a compute match's); `scaled`: the run's
+        gradients go through a gradient scaler (16-mixed)."""
         groups = parameter_groups(self, cfg.lr)
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                       fused=fused_adamw(groups, scaled))
-        return optimizer, LambdaLR(optimizer, schedule_of(cfg))
+        return optimizer, ScheduledLR(optimizer, schedule_of(cfg))
 
 
 class Classifier(StudyModule):
@@ -151,9 +175,9 @@ class Classifier(StudyModule):
 
     EVALUATION_SUMS = ("loss", "acc", "count")
 
-    def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, cfg: TrainConfig,
-                 n_classes: int, pad_id: int = 0):
-        super().__init__(backbone, cfg, pad_id)
+    def __init__(self, backbone: torch.nn.Module, head: torch.nn.Module, n_classes: int,
+                 pad_id: int = 0):
+        super().__init__(backbone, pad_id)
         self.head, self.n_classes = head, n_classes
 
     def forward(self, *docs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

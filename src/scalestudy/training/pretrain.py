@@ -81,12 +81,13 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path,
     backbone = backbone_class(spec.arch)(bcfg)
     if not has_padding(t for tensors in text.splits.values() for t in tensors):
         fixed_length(backbone)
-    model = MaskedLM(backbone, cfg, text.vocab_size, text.mask_ratio, spec.span, spec.seed,
+    model = MaskedLM(backbone, text.vocab_size, text.mask_ratio, spec.span, spec.seed,
                      vocab=text.vocab)
+    # The steps it trains, from a step's FLOPs counted on the built model.
     flops = step_flops(fabric, model, text.splits["train"], cfg.batch_size,
                        spec.trainer.micro_batch)
-    model.cfg = budgeted(cfg, flops, text.seq_len,
-                         f"{spec.kind} pretraining of {spec.arch} at size {spec.size}")
+    cfg = budgeted(cfg, flops, text.seq_len,
+                   f"{spec.kind} pretraining of {spec.arch} at size {spec.size}")
     record = {"task": spec.corpus, "task_data": text.label, "prior": spec.kind,
               "stage": spec.kind, "seq_len": text.seq_len, "data_checksum": data_checksum(data_dir)}
 
@@ -97,5 +98,5 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path,
         return {"val_loss": held_out,
                 "upstream_loss": held_out if stage.measures_upstream_loss else math.nan}
 
-    return train_and_record(fabric, spec, model, text.splits, out_dir, record, after_training,
-                            flops=flops, keep_best=True, trunk=trunk)
+    return train_and_record(fabric, spec, model, cfg, text.splits, out_dir, record,
+                            after_training, flops=flops, keep_best=True, trunk=trunk)

@@ -17,8 +17,8 @@ the one start-up path and the one way a run ends in its record.
   Under DDP rank 0 ends the ranks it started before it exits
   (`stop_other_ranks`).
 
-training/task.py and training/pretrain.py build their model and data and
-call these.
+training/task.py and training/pretrain.py build their model and data,
+decide the run's final train config (its steps) and call these.
 """
 
 from __future__ import annotations
@@ -239,17 +239,16 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
 
 
 def train_and_record(
-    fabric: Fabric, spec: Spec, model: StudyModule, splits: dict, run_dir: Path,
-    record: dict, after_training: Callable[[TrainingLoop], dict], *,
+    fabric: Fabric, spec: Spec, model: StudyModule, cfg: TrainConfig, splits: dict,
+    run_dir: Path, record: dict, after_training: Callable[[TrainingLoop], dict], *,
     flops: int, keep_best: bool = False, trunk: Path | None = None,
 ) -> dict:
-    """Train `model` (its `cfg` the schedule, its budget's steps already set:
-    branches.budgeted) on `splits` (split -> tensors), evaluate with
-    `after_training(loop)` (logged to metrics.csv too) and write
-    run_dir/record.parquet: `record` (the run's own fields) over the
-    provenance. A wsd branch starts from its `trunk` directory's fork
-    checkpoint (training/branches.py). Returns the record."""
-    cfg = model.cfg
+    """Train `model` under `cfg`, the run's final train config (the steps it
+    trains decided: branches.budgeted, the prior's match_compute), on `splits`
+    (split -> tensors), evaluate with `after_training(loop)` (logged to
+    metrics.csv too) and write run_dir/record.parquet: `record` (the run's
+    own fields) over the provenance. A wsd branch starts from its `trunk`
+    directory's fork checkpoint (training/branches.py). Returns the record."""
     fork = branches.fork_point(cfg, trunk)
     seed = rank_seed(spec.seed, fabric.global_rank)
     seed_everything(seed, verbose=False)

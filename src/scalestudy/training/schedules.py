@@ -14,9 +14,9 @@ A schedule can also be cut short: `cooldown(step, length)` replaces what is
 left of it by a linear decay from the factor it has reached at `step` to zero
 over `length` steps (a run stopped at its plateau anneals before it ends).
 
-A `Schedule` is a callable object, so torch's LambdaLR keeps its fields in
-the scheduler's state dict, and a resumed run continues the schedule (a
-cooldown begun included) where it stopped. Simplified against MiniCPM: its
+A `Schedule` is a callable object, so torch's LambdaLR (modules.ScheduledLR)
+keeps its fields in the scheduler's state dict, and a resumed run continues
+the schedule (a cooldown begun included) where it stopped. Simplified against MiniCPM: its
 decay is exponential; Hägele et al. compare linear and 1 - sqrt cooldowns, and
 this one is linear.
 """

@@ -1,7 +1,7 @@
 """Training one grid cell on its task, ending in one run record.
 
 The cell's `RunSpec` (study/specs.py) is everything the run depends on; its
-prior (priors.py) says how the backbone starts (its own init, Fixup, or a
+prior (priors/) says how the backbone starts (its own init, Fixup, or a
 pretraining stage's checkpoint) and how long it trains (compute matching);
 training/run.py does the rest that every run does.
 """
@@ -28,7 +28,9 @@ from .run import job_errors, start, step_flops, train_and_record
 
 def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
                      pretrained: Path | None) -> tuple[Classifier, dict]:
-    """The task model under its prior; returns it and the prior's report."""
+    """The task model under its prior, built to `cfg` (the prior's train
+    config: norm, dropout, protocol, causal, pooling); returns it and the
+    prior's report."""
     prior = PRIORS[spec.prior]
     checkpoint = prior.load(pretrained)
     max_len = data.seq_len
@@ -49,7 +51,7 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
         fixed_length(backbone)  # the labels aside
     report = prior.initialise(backbone, data, checkpoint)
     head = ClassifierHead(backbone, data.n_classes, cfg.pooling, pair=data.pair)
-    return Classifier(backbone, head, cfg, data.n_classes, data.pad_id), report
+    return Classifier(backbone, head, data.n_classes, data.pad_id), report
 
 
 @job_errors
@@ -72,15 +74,15 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
                          f"{pretrain_record['status']}, so there is nothing to start from")
     fabric = start(spec, run_dir)
     data = tasks.load(spec.task, spec.task_config, data_dir)
-    model, report = build_classifier(spec, prior.schedule(spec.train, spec.arch), data,
-                                     pretrained)
+    cfg = prior.schedule(spec.train, spec.arch)
+    model, report = build_classifier(spec, cfg, data, pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
-    flops = step_flops(fabric, model, data.splits["train"], model.cfg.batch_size,
+    # The steps it trains, from a step's FLOPs counted on the built model.
+    flops = step_flops(fabric, model, data.splits["train"], cfg.batch_size,
                        spec.trainer.micro_batch)
-    model.cfg = budgeted(model.cfg, flops, data.seq_len,
-                         f"{spec.arch} at size {spec.size} on {spec.task}")
-    model.cfg = prior.match_compute(model.cfg, flops, pretrain_record)
+    cfg = budgeted(cfg, flops, data.seq_len, f"{spec.arch} at size {spec.size} on {spec.task}")
+    cfg = prior.match_compute(cfg, flops, pretrain_record)
     record = {"task": spec.task, "task_data": data.label, "prior": spec.prior,
               "stage": prior.stage, "seq_len": data.seq_len,
               "data_checksum": data_checksum(data_dir)}
@@ -96,8 +98,8 @@ def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = 
                               else float(pretrain_record["budget"])))
 
     def after_training(loop) -> dict:
-        test = shard(fabric, data.splits["test"], model.cfg.batch_size, spec.seed, False)
+        test = shard(fabric, data.splits["test"], cfg.batch_size, spec.seed, False)
         return {**loop.final_validation(), **evaluate(fabric, model, test, "test")}
 
-    return train_and_record(fabric, spec, model, data.splits, run_dir, record, after_training,
-                            flops=flops, trunk=trunk)
+    return train_and_record(fabric, spec, model, cfg, data.splits, run_dir, record,
+                            after_training, flops=flops, trunk=trunk)

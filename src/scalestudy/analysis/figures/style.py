@@ -17,7 +17,7 @@ from ...architectures import ARCHITECTURES  # noqa: E402
 from ...priors import PRIORS  # noqa: E402
 
 # The colour and marker of each architecture and the line style and marker fill
-# of each prior are their registry entries' (architectures.py, priors.py): the
+# of each prior are their registry entries' (architectures.py, priors/): the
 # marker's shape and colour stay the architecture's, so where a panel shows one
 # architecture its priors differ in line style and fill.
 ARCH_STYLES: dict[str, dict] = {name: arch.style for name, arch in ARCHITECTURES.items()}

@@ -47,8 +47,9 @@ pretrain.seeds: per_seed).
 
 Each prior also has its line style and marker fill in every figure (the
 marker's shape and colour stay the architecture's). This module imports no
-torch (the workflow reads it when it builds the DAG); the hooks import what
-they need from scalestudy.training.
+torch (the workflow reads it when it builds the DAG); the hooks that need
+torch import it from their own modules beside it, inside the hook: fixup.py
+(T-Fixup, DT-Fixup) and transfer.py (a pretraining checkpoint's backbone).
 """
 
 from __future__ import annotations
@@ -59,11 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .architectures import ARCHITECTURES
-from .registry import Registry
-from .stages import STAGES
+from ..architectures import ARCHITECTURES
+from ..registry import Registry
+from ..stages import BEST_CHECKPOINT, STAGES
 
-CHECKPOINT = "best.ckpt"  # the pretraining stage's checkpoint a finetuning run loads
 # The record's stage of a task run: trained from scratch, or finetuned from a
 # pretraining stage's checkpoint (the pretraining runs' stage is theirs: stages.py).
 SCRATCH, FINETUNE = "scratch", "finetune"
@@ -129,7 +129,7 @@ class Prior:
 @dataclass(frozen=True)
 class TFixup(Prior):
     def initialise(self, backbone, data, checkpoint):
-        from .training import fixup
+        from . import fixup
 
         return fixup.apply_tfixup(backbone).as_dict()
 
@@ -137,7 +137,7 @@ class TFixup(Prior):
 @dataclass(frozen=True)
 class DTFixup(Prior):
     def initialise(self, backbone, data, checkpoint):
-        from .training import fixup
+        from . import fixup
 
         # mu is measured over the whole training split, in chunks.
         train_tokens = data.splits["train"][0]
@@ -161,13 +161,13 @@ class Pretrained(Prior):
         return cfg
 
     def load(self, pretrained):
-        from .training.transfer import load_checkpoint
+        from .transfer import load_checkpoint
 
-        return load_checkpoint(Path(pretrained) / CHECKPOINT)
+        return load_checkpoint(Path(pretrained) / BEST_CHECKPOINT)
 
     def initialise(self, backbone, data, checkpoint):
-        from .models.lm_head import token_embedding
-        from .training.transfer import transfer_backbone
+        from ..models.lm_head import token_embedding
+        from .transfer import transfer_backbone
 
         # Upstream pretraining reads bytes, a task may read its own symbols or
         # pixels: the token table transfers only between the same vocabulary
