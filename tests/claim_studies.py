@@ -16,6 +16,7 @@ from scalestudy.analysis.claims import CLAIMS
 from scalestudy.analysis.claims.check import Study
 from scalestudy.priors import PRIORS
 from scalestudy.stages import STAGES
+from scalestudy.study.config import load_study
 from scalestudy.study.grid import task_grid
 from scalestudy.study.specs import TrainConfig
 
@@ -105,7 +106,7 @@ def scaling(alpha_u=None, alpha_d=None, archs=("transformer",), sizes=("xxs", "x
 def preset_grid(name: str) -> tuple[dict, str, bool]:
     """A preset's grid over the default study's, its protocol and whether its
     pretraining is per seed (name "default": config/config.yaml itself)."""
-    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    default = load_study()
     preset = {} if name == "default" else yaml.safe_load(
         (ROOT / f"config/studies/{name}.yaml").read_text())
     grid = {**default["grid"], **preset.get("grid", {})}

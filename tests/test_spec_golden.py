@@ -14,10 +14,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-import yaml
 
 from scalestudy.study import grid, specs, validate
-from scalestudy.study.status import merge
+from scalestudy.study.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "data" / "spec_hashes.json"
@@ -27,9 +26,7 @@ PRESETS = ["default"] + sorted(p.stem for p in (ROOT / "config/studies").glob("*
 def study(name: str) -> dict:
     """The config the workflow sees: config/config.yaml, the preset merged
     over it as Snakemake merges a --configfile, validated."""
-    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    if name != "default":
-        merge(config, yaml.safe_load((ROOT / f"config/studies/{name}.yaml").read_text()))
+    config = load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         validate(config)

@@ -1,5 +1,5 @@
 """A run until its plateau keeps train.decay_fraction in its spec's hash
-(study/specs.py without_later_defaults): the plateau's
+(its in_spec rule, study/config.py): the plateau's
 cooldown is decay_fraction x the steps so far, so another fraction is another
 run, under the cosine schedule as under wsd."""
 

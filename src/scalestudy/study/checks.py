@@ -5,11 +5,12 @@ after Snakemake has merged a preset over config/config.yaml. It raises one
 `ConfigError` naming the field, what it got and what it accepts, or returns:
 then every job's spec parses. It checks, in order:
 
-- the JSON schema (config/schema.yaml, completed from the registries:
-  study/schema.py): types, ranges, accepted names, no unknown or missing key,
-  grids neither empty nor with a value twice; the strings Snakemake's
-  --config passes are first read as the integers, numbers, booleans and
-  nulls the schema types;
+- the JSON schema (config/schema.yaml, completed from the registries and the
+  declared sections: study/schema.py): types, ranges, accepted names, no
+  unknown or missing key, grids neither empty nor with a value twice; the
+  strings Snakemake's --config passes are first read as the integers,
+  numbers, booleans and nulls the schema types, and the options the study
+  does not state filled in at their defaults (study/config.py);
 - what a schema cannot say: a grid.per_task sub-grid outside the grid, a
   causal backbone without a causal mode, a task option its config dataclass
   refuses (e.g. a ListOps length window with no length in it), a pretraining
@@ -46,6 +47,7 @@ from ..stages import STAGES
 from ..tasks import TASKS, task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
 from ..training.trackers import require as require_trackers
+from .config import fill_defaults
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
 from .resources import device_count, gpu_study, local_gpus, runtime
@@ -276,8 +278,11 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
     """Raise one ConfigError for a study that cannot run; see the module
     docstring. `cluster`: the jobs go to a scheduler (the SLURM profile).
     Strings from Snakemake's --config are first read as the schema's integers,
-    numbers, booleans and nulls, in `config` itself (study/schema.py `coerce`)."""
+    numbers, booleans and nulls, and the options a study does not state are
+    filled in at their defaults, in `config` itself (study/schema.py `coerce`,
+    study/config.py `fill_defaults`): the workflow reads the completed config."""
     coerce_config(config, schema_path)
+    fill_defaults(config)
     check_schema(config, schema_path)
     check_semantics(config)
     try:  # a tracker's package is installed (its extra named)

@@ -14,107 +14,13 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..options import spec_values
 from ..stages import PRETRAIN_SEEDS, STAGES
 from ..tasks import task_config
 from . import grid
+from .config import TRAIN_FIELDS, TrainConfig, TrainerConfig, parse
 from .resources import device_count, job_setting
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The `train` section of a study; the defaults are the default study's
-    (config/config.yaml, which a test keeps them equal to)."""
-
-    max_steps: int = 90
-    batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 0.01
-    warmup_steps: int = 9
-    val_every: int = 45
-    grad_clip: float = 1.0
-    dropout: float = 0.0
-    pooling: str = "mean"
-    norm: str = "pre"
-    protocol: str = "depth"  # which dimension grows with size: default, depth, width
-    causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
-    # "max_steps" trains max_steps steps; "plateau" ends earlier: the
-    # validation loss's plateau (training.plateau) starts a cooldown of
-    # decay_fraction x the steps so far, so that a converged run is annealed;
-    # max_steps stays the cap.
-    until: str = "max_steps"
-    # The learning-rate schedule (training/schedules.py): cosine, or wsd
-    # (warmup-stable-decay, the cooldown over the last decay_fraction of the steps).
-    schedule: str = "cosine"
-    decay_fraction: float = 0.2
-    # A budget cell (grid.budgets): its training compute in budget_unit (flops
-    # or tokens); the run trains the steps it buys, max_steps being then unused.
-    budget: float | None = None
-    budget_unit: str = "flops"
-    # Under wsd, one run serves several budgets (training/branches.py): the
-    # trunk (the largest budget) saves a checkpoint where each smaller budget's
-    # cooldown starts (`forks`), and a branch (`branch_of`: its trunk's budget)
-    # starts there.
-    forks: tuple = ()
-    branch_of: float | None = None
-
-
-# Fields added after the committed studies' records were made: at these
-# values a spec leaves them out (its JSON and its hash), so that a study
-# without budgets or wsd keeps the specs, hashes and records it had.
-LATER_DEFAULTS = {"schedule": "cosine", "decay_fraction": 0.2, "budget": None,
-                  "budget_unit": "flops", "forks": (), "branch_of": None}
-
-
-def without_later_defaults(train: dict) -> dict:
-    """A train section without the LATER_DEFAULTS fields at their defaults
-    (decay_fraction and budget_unit without wsd, a plateau or budgets, which
-    alone read them). A run until its plateau keeps decay_fraction: its
-    cooldown makes it another run than one stopped at its plateau."""
-    plateau = train.get("until") == "plateau"  # its cooldown reads decay_fraction
-    out = {k: v for k, v in train.items()
-           if not (k in LATER_DEFAULTS and _same(v, LATER_DEFAULTS[k])
-                   and not (plateau and k == "decay_fraction"))}
-    if out.get("schedule", "cosine") == "cosine" and not plateau:
-        out.pop("decay_fraction", None)
-    if out.get("budget") is None:
-        out.pop("budget_unit", None)
-    return out
-
-
-def _same(value, default) -> bool:
-    if isinstance(default, tuple):
-        return tuple(value or ()) == default
-    return value == default
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    accelerator: str = "auto"
-    devices: Any = 1
-    # Lightning's strategy: "ddp" runs one process per device, train.batch_size
-    # split over them (the record counts every device's steps, tokens and
-    # FLOPs: the whole run).
-    strategy: str = "auto"
-    # "auto": bf16-mixed on a GPU that has bf16, else 32-true (the record says
-    # which ran).
-    precision: str = "auto"
-    # Torch intra-op threads of each of a run's processes (one per device under
-    # DDP); 0 keeps torch's default. The job asks for threads x devices CPUs,
-    # so that parallel jobs do not oversubscribe.
-    threads: int = 0
-    # torch.use_deterministic_algorithms: a CPU record is then bitwise
-    # reproducible; off, a GPU may pick its fastest kernels (cuDNN attention,
-    # flash attention's atomic backward).
-    deterministic: bool = True
-    # torch.set_float32_matmul_precision for float32 matmuls, and whether cuDNN
-    # convolutions may use TF32: "highest" neither, "high" or "medium" both.
-    matmul_precision: str = "highest"
-    # Examples per device in one forward and backward; 0: the device's whole
-    # share of the batch. Smaller, the share's gradients accumulate over
-    # micro-batches and the optimiser step (and its batch) stays the same.
-    micro_batch: int = 0
 
 
 def batch_shares(batch_size: int, world: int, micro_batch: int,
@@ -137,17 +43,6 @@ def batch_shares(batch_size: int, world: int, micro_batch: int,
     return per_device, micro, per_device // micro
 
 
-TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
-
-
-def parse_section(kind: type, name: str, given: dict):
-    accepted = {f.name for f in dataclasses.fields(kind)}
-    unknown = set(given) - accepted
-    if unknown:
-        raise ValueError(f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}")
-    return kind(**given)
-
-
 class Spec:
     """What RunSpec and PretrainSpec share: parsing from JSON and the hash."""
 
@@ -156,11 +51,8 @@ class Spec:
     @classmethod
     def from_dict(cls, spec: dict):
         spec = dict(spec)
-        train = dict(spec.get("train", {}))
-        if "forks" in train:  # a JSON list; a tuple keeps the config hashable
-            train["forks"] = tuple(train["forks"])
-        spec["train"] = parse_section(TrainConfig, cls.train_section, train)
-        spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
+        spec["train"] = parse(TrainConfig, cls.train_section, spec.get("train", {}))
+        spec["trainer"] = parse(TrainerConfig, "trainer", spec.get("trainer", {}))
         made = cls(**spec)
         made.check()
         world = device_count(made.trainer.devices)
@@ -174,7 +66,8 @@ class Spec:
 
     def config_hash(self) -> str:
         spec = dataclasses.asdict(self)
-        spec["train"] = without_later_defaults(spec["train"])
+        spec["train"] = spec_values(TrainConfig, spec["train"])
+        spec["trainer"] = spec_values(TrainerConfig, spec["trainer"])
         text = json.dumps(spec, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -225,13 +118,6 @@ class PretrainSpec(Spec):
         return STAGES[self.kind]
 
 
-def hardware(config: dict) -> dict:
-    """The trainer section a spec holds: without trainer.loggers, which reach
-    the jobs by $SCALESTUDY_LOGGERS (training/trackers.py), so that adding a
-    tracker changes no spec and reruns nothing."""
-    return {k: v for k, v in config["trainer"].items() if k != "loggers"}
-
-
 def task_section(config: dict, task: str) -> dict:
     """A task's options, every one stated: the study's section over the task
     config dataclass's defaults (as JSON values)."""
@@ -248,7 +134,7 @@ def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: in
         train.update(budget_fields(config, cell, train))
     return {"study": config["study"], "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": without_later_defaults(train),
+            "train": spec_values(TrainConfig, train),
             "trainer": trainer_section(config, task, size)}
 
 
@@ -278,7 +164,7 @@ def trainer_section(config: dict, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
     `size`: the study's, with the micro-batch the resources section gives the
     task and size's jobs, if it gives one (what their GPU's memory allows)."""
-    trainer = hardware(config)
+    trainer = spec_values(TrainerConfig, config["trainer"])
     return {**trainer, "micro_batch": job_setting(config, task, size, "micro_batch",
                                                   trainer["micro_batch"])}
 
@@ -287,7 +173,7 @@ def pretrain_schedule(config: dict) -> dict:
     """The train section of a pretraining run: the study's, with the schedule
     keys the pretrain section states (the same backbone, norm and protocol)."""
     pretrain = config["pretrain"]
-    return without_later_defaults(
+    return spec_values(TrainConfig,
         {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}})
 
 
@@ -314,7 +200,7 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
         "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
-        "span": pretrain["span"], "train": without_later_defaults(train),
+        "span": pretrain["span"], "train": spec_values(TrainConfig, train),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 
