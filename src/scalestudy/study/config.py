@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from ..options import UNLESS_DEFAULT, defaults, option
+from ..stages import PRETRAIN_SEEDS
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STUDY = ROOT / "config" / "config.yaml"
@@ -190,9 +191,14 @@ class PretrainConfig:
         shared by every finetuning seed, so the intervals over seeds leave out the
         pretraining's own variance; per_seed: each finetuning seed starts from the
         pretraining run of the same seed (one run per seed), so they include it""",
-                        enum=["shared", "per_seed"])
+                        enum=list(PRETRAIN_SEEDS))
     span: float | None = option(None, """mean masked-span length; null masks tokens
         independently""", exclusiveMinimum=1)
+
+    @property
+    def per_seed(self) -> bool:
+        """Whether each finetuning seed has its own pretraining run."""
+        return self.seeds == PRETRAIN_SEEDS[1]
 
     @property
     def schedule(self) -> dict:

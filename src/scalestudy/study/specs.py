@@ -16,10 +16,10 @@ import math
 from dataclasses import dataclass, field
 
 from ..options import spec_values
-from ..stages import PRETRAIN_SEEDS, STAGES
+from ..stages import STAGES
 from ..tasks import task_config
 from . import grid
-from .config import TRAIN_FIELDS, TrainConfig, TrainerConfig, parse
+from .config import StudyConfig, TrainConfig, TrainerConfig, parse
 from .resources import device_count, job_setting
 
 
@@ -121,35 +121,36 @@ class PretrainSpec(Spec):
 def task_section(config: dict, task: str) -> dict:
     """A task's options, every one stated: the study's section over the task
     config dataclass's defaults (as JSON values)."""
-    cfg = task_config(task, config["tasks"].get(task, {}))
+    cfg = task_config(task, StudyConfig.from_dict(config).tasks.get(task, {}))
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
 def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,
              budget: float | None = None) -> dict:
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
+    study = StudyConfig.from_dict(config)
     cell = grid.Cell(task, arch, size, prior, int(seed), budget)
-    train = dict(config["train"])
+    train = study.train
     if cell.budgets_task_run:
-        train.update(budget_fields(config, cell, train))
-    return {"study": config["study"], "task": task, "arch": arch, "size": size,
+        train = budget_fields(study, cell, train)
+    return {"study": study.study, "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": spec_values(TrainConfig, train),
+            "train": spec_values(TrainConfig, dataclasses.asdict(train)),
             "trainer": trainer_section(config, task, size)}
 
 
-def budget_fields(config: dict, run, schedule: dict) -> dict:
-    """The train keys of a budgeted run (a grid Cell or PretrainCell): its
+def budget_fields(study: StudyConfig, run, train: TrainConfig) -> TrainConfig:
+    """`train` of a budgeted run (a grid Cell or PretrainCell): with its
     budget and unit, and under wsd its place in its trunk's chain (the trunk's
     fork budgets, or the branch's trunk)."""
-    fields = {"budget": run.budget, "budget_unit": config["train"]["budget_unit"]}
-    if schedule.get("schedule") == "wsd":
-        trunk = grid.trunk_of(run, config["grid"])
+    fields = {"budget": run.budget, "budget_unit": study.train.budget_unit}
+    if train.schedule == "wsd":
+        trunk = grid.trunk_of(run, study.grid)
         if trunk is None:
-            fields["forks"] = grid.forks_of(run, config["grid"])
+            fields["forks"] = grid.forks_of(run, study.grid)
         else:
             fields["branch_of"] = trunk.budget
-    return fields
+    return dataclasses.replace(train, **fields)
 
 
 def budget_steps(cfg: TrainConfig, flops_per_step: float, seq_len: int) -> int:
@@ -164,22 +165,21 @@ def trainer_section(config: dict, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
     `size`: the study's, with the micro-batch the resources section gives the
     task and size's jobs, if it gives one (what their GPU's memory allows)."""
-    trainer = spec_values(TrainerConfig, config["trainer"])
-    return {**trainer, "micro_batch": job_setting(config, task, size, "micro_batch",
-                                                  trainer["micro_batch"])}
+    trainer = StudyConfig.from_dict(config).trainer
+    return spec_values(TrainerConfig, {
+        **dataclasses.asdict(trainer),
+        "micro_batch": job_setting(config, task, size, "micro_batch", trainer.micro_batch)})
 
 
-def pretrain_schedule(config: dict) -> dict:
+def pretrain_schedule(study: StudyConfig) -> TrainConfig:
     """The train section of a pretraining run: the study's, with the schedule
     keys the pretrain section states (the same backbone, norm and protocol)."""
-    pretrain = config["pretrain"]
-    return spec_values(TrainConfig,
-        {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}})
+    return dataclasses.replace(study.train, **study.pretrain.schedule)
 
 
 def per_seed(config: dict) -> bool:
     """Whether each finetuning seed has its own pretraining run (pretrain.seeds)."""
-    return config["pretrain"].get("seeds", PRETRAIN_SEEDS[0]) == PRETRAIN_SEEDS[1]
+    return StudyConfig.from_dict(config).pretrain.per_seed
 
 
 def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
@@ -187,20 +187,22 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
     """The PretrainSpec of a stage's run for an arch x size (and task, for a
     stage on the task's own data), as the dict `scalestudy pretrain` reads: of
     finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
+    study = StudyConfig.from_dict(config)
     entry = STAGES[stage]
-    pretrain = config["pretrain"]
-    if per_seed(config) and seed is None:
+    seeded = study.pretrain.per_seed
+    if seeded and seed is None:
         raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
-    train = pretrain_schedule(config)
+    train = pretrain_schedule(study)
     if budget is not None:
         run = grid.PretrainCell(stage, task if entry.on_task else None, arch, size,
-                                seed if per_seed(config) else None, budget)
-        train = {**train, **budget_fields(config, run, {"schedule": "cosine", **train})}
+                                seed if seeded else None, budget)
+        train = budget_fields(study, run, train)
     return {
-        "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
-        "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
-        "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
-        "span": pretrain["span"], "train": spec_values(TrainConfig, train),
+        "study": study.study, "kind": stage, "corpus": entry.corpus(task),
+        "corpus_config": (task_section(config, task) if entry.on_task
+                          else dataclasses.asdict(study.upstream)),
+        "arch": arch, "size": size, "seed": int(seed) if seeded else study.pretrain.seed,
+        "span": study.pretrain.span, "train": spec_values(TrainConfig, dataclasses.asdict(train)),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 

@@ -25,7 +25,7 @@ import yaml
 from ..priors import PRIORS
 from ..records import read_records
 from . import costs, grid
-from .config import PRESETS, load_study
+from .config import PRESETS, StudyConfig, load_study
 
 CONFIG = "study.yaml"  # the study's config, saved by the workflow when it starts
 # The job logs, as the rules name them (workflow/rules/train.smk, pretrain.smk).
@@ -122,12 +122,13 @@ def study_status(study_dir: Path) -> Status:
         raise ValueError(f"{study_dir}: no such study directory (results/<study>)")
     config = load_config(study_dir)
     workdir = study_dir.parent.parent  # results/<study> -> the workflow's directory
-    status = Status(config["study"], study_dir, owner_alive=owner_alive(workdir))
-    for p in grid.pretrain_cells(config["grid"]):
+    study = StudyConfig.from_dict(config)
+    status = Status(study.study, study_dir, owner_alive=owner_alive(workdir))
+    for p in grid.pretrain_cells(study.grid):
         status.runs.append(Run(f"pretrain {p.stage}", p.directory,
                                PRETRAIN_LOG.format(directory=p.directory),
                                costs.pretraining_flops(config, p.stage, p.task, p.size)))
-    for c in grid.cells(config["grid"]):
+    for c in grid.cells(study.grid):
         status.runs.append(Run(f"train {PRIORS[c.prior].stage}", c.directory,
                                TRAIN_LOG.format(**vars(c)),
                                costs.training_flops(config, c.task, c.size, c.prior)))
