@@ -329,9 +329,9 @@ def parse(kind: type, name: str, given: dict):
     unknown = set(given) - set(accepted)
     if unknown:
         raise ValueError(f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}")
-    if "forks" in given or "loggers" in given:  # JSON lists; tuples keep a config hashable
-        given = {k: tuple(v) if k in ("forks", "loggers") else v for k, v in given.items()}
-    return kind(**given)
+    # A tuple option arrives as a JSON or YAML list; a tuple keeps the config hashable.
+    tuples = {f.name for f in dataclasses.fields(kind) if isinstance(f.default, tuple)}
+    return kind(**{k: tuple(v) if k in tuples else v for k, v in given.items()})
 
 
 @dataclass(frozen=True)
