@@ -3,9 +3,11 @@ and the JSON-schema bounds of its value, so that a config dataclass is the one
 place an option is declared (its type, default, meaning and accepted values)
 and the study schema's section for it is derived (`section_schema`).
 
-A task's config dataclass is declared this way (tasks/<task>.py): the schema's
-`tasks.<task>` section is made from it when the study schema is loaded
-(scalestudy.study.schema). Torch-free.
+A task's config dataclass is declared this way (tasks/<task>.py), and so is
+each other section of a study (study/config.py): the schema's section is made
+from it when the study schema is loaded (scalestudy.study.schema), and the
+options a study does not state take their defaults from it (`defaults`).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -20,17 +22,18 @@ JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 
 def option(default: Any, doc: str, by_source: dict | None = None, *,
-           in_spec: Callable[[dict], bool] | None = None, per_run: bool = False,
+           in_spec: Callable[[dict], bool] | str | None = None, per_run: bool = False,
            **bounds) -> Any:
     """A dataclass field with a default, a description and schema bounds
     (minimum, maximum, enum, minItems, ...). `by_source`: a value the data's
     source implies (an image size, a length), source -> value; the field's
     default is then None, filled in by `source_defaults` with the source's own.
 
-    For a section that is also a run spec's (study/config.py): `in_spec`, a
-    predicate of the section's values, says whether the spec states the field
-    (None: always; see `spec_values`); `per_run`, a field the grid sets for
-    each run rather than the study config (no schema key, no study default)."""
+    For a section that is also a run spec's (study/config.py): `in_spec` says
+    whether the spec states the field (`spec_values`): None always,
+    UNLESS_DEFAULT where it is not at its default, or a predicate of the
+    section's values; `per_run`, a field the grid sets for each run rather
+    than the study config (no schema key, no study default)."""
     doc = " ".join(doc.split())
     if by_source:
         default = None
