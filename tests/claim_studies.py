@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from scalestudy.analysis.claims import CLAIMS
 from scalestudy.analysis.claims.check import Study
 from scalestudy.priors import PRIORS
 from scalestudy.stages import STAGES
+from scalestudy.study.config import load_study
 from scalestudy.study.grid import task_grid
 from scalestudy.study.specs import TrainConfig
 
@@ -105,13 +105,8 @@ def scaling(alpha_u=None, alpha_d=None, archs=("transformer",), sizes=("xxs", "x
 def preset_grid(name: str) -> tuple[dict, str, bool]:
     """A preset's grid over the default study's, its protocol and whether its
     pretraining is per seed (name "default": config/config.yaml itself)."""
-    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    preset = {} if name == "default" else yaml.safe_load(
-        (ROOT / f"config/studies/{name}.yaml").read_text())
-    grid = {**default["grid"], **preset.get("grid", {})}
-    protocol = {**default["train"], **preset.get("train", {})}["protocol"]
-    seeds = {**default["pretrain"], **preset.get("pretrain", {})}["seeds"]
-    return grid, protocol, seeds == "per_seed"
+    study = load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
+    return study["grid"], study["train"]["protocol"], study["pretrain"]["seeds"] == "per_seed"
 
 
 def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float = 0.03,

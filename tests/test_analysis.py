@@ -48,6 +48,7 @@ from scalestudy.analysis.tables import (
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.priors import PRIORS
 from scalestudy.records import SCHEMA, SCHEMA_VERSION, read_records, write_frame
+from scalestudy.study.config import load_study
 from scalestudy.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -795,7 +796,7 @@ def test_workflow_declares_the_figures_its_grid_feeds():
     assert all(fig.caption.startswith("**") for fig in FIGURES.values())
 
     def declared(study):
-        config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+        config = load_study()
         preset = yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text())
         grid = {**config["grid"], **preset.get("grid", {})}
         protocol = {**config["train"], **preset.get("train", {})}["protocol"]

@@ -16,9 +16,10 @@ import yaml
 from snakemake.utils import update_config
 
 from scalestudy.study import ConfigError, validate
+from scalestudy.study.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+DEFAULT = load_study()
 
 
 def overridden(**values: str) -> dict:

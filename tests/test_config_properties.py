@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.priors import PRIORS
 from scalestudy.study import GIB, ConfigError, specs, validate
+from scalestudy.study.config import load_study
 from scalestudy.study.costs import training_memory
 from scalestudy.study.grid import cells as grid_cells
 from scalestudy.study.grid import pretrain_cells, task_grid
@@ -25,7 +26,7 @@ from scalestudy.tasks import TASKS, task_config, upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "config" / "schema.yaml"
-DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+DEFAULT = load_study()
 MEMORY = 16 * GIB  # a laptop's; passed explicitly so the test is the same everywhere
 GRID_NAMES = {"archs": tuple(ARCHITECTURES), "priors": tuple(PRIORS), "tasks": tuple(TASKS),
               "sizes": SIZES,

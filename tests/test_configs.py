@@ -1,6 +1,6 @@
 """Every study preset validates and builds its DAG (snakemake dry run in a
-fresh directory, so results already on disk do not hide the grid); the schema
-and the default study cannot disagree on a default; a study on the LRA release
+fresh directory, so results already on disk do not hide the grid); each
+option's default is declared once; a study on the LRA release
 stops, naming what to download, when the release is missing."""
 
 import os
@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from scalestudy.study.config import load_study
 from scalestudy.study.grid import task_grid
 from scalestudy.study.schema import load_schema
 from scalestudy.tasks import LRA_ARCHIVE, TASKS, MissingRelease, check_releases, task_config
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted((ROOT / "config/studies").glob("*.yaml"))
 # The schema as validation reads it: completed from the registries.
 SCHEMA = load_schema(str(ROOT / "config/schema.yaml"))
-DEFAULT_STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+DEFAULT_STUDY = load_study()
 
 
 def workflow_copy(tmp_path: Path) -> Path:
@@ -208,23 +209,26 @@ def stated_keys(config: dict, prefix: str = "") -> set[str]:
     return keys
 
 
-def test_defaults_live_in_one_place_the_default_study():
-    """The Snakefile loads config/config.yaml under every study, so a schema
-    default could only ever disagree with it: the schema has none, the default
-    study states every key, and the schema requires every key (so a key
-    dropped from config.yaml is named when the workflow starts), except a
-    task's options, whose defaults are its config dataclass's (which
-    config/config.yaml repeats: tests/test_tasks.py keeps them equal)."""
+def test_defaults_live_in_one_place_the_option_declarations():
+    """Each option of a declared section (study/config.py) and of a task
+    (tasks/<task>.py) is declared once: the schema holds no default, its
+    section is made from the dataclass (a key for each study option, none
+    for a run's own fields), config/config.yaml states no declared section,
+    and the grid's every key is required of the default study."""
+    import dataclasses
+
+    from scalestudy.study.config import SECTIONS
+
     keys = schema_keys(SCHEMA)
     with_default = [key for key, sub in keys.items() if "default" in sub]
-    assert not with_default, (
-        f"config/config.yaml holds the defaults, not the schema: {with_default}")
-    listed = set(DEFAULT_STUDY["tasks"])  # a task config/config.yaml does not list is optional
-    assert stated_keys(DEFAULT_STUDY) == {
-        key for key in keys if not (key.startswith("tasks.") and key.split(".")[1] not in listed)}
-    for key, sub in [("", SCHEMA), *keys.items()]:
-        if "properties" in sub and not key.startswith("tasks"):
-            assert sorted(sub.get("required", [])) == sorted(sub["properties"]), key or "top"
+    assert not with_default, f"the option declarations hold the defaults: {with_default}"
+    stated = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert set(stated) == {"study", "grid", "tasks"}
+    for name, kind in SECTIONS.items():
+        options = [f.name for f in dataclasses.fields(kind) if not f.metadata.get("per_run")]
+        assert list(SCHEMA["properties"][name]["properties"]) == options, name
+    assert sorted(SCHEMA["properties"]["grid"]["required"]) == sorted(
+        SCHEMA["properties"]["grid"]["properties"])
     assert not any("required" in sub for key, sub in keys.items() if key.startswith("tasks"))
     jsonschema.Draft202012Validator(SCHEMA).validate(DEFAULT_STUDY)
 
@@ -235,19 +239,17 @@ def test_the_schema_documents_every_key():
     assert not undocumented
 
 
-def test_the_run_dataclasses_default_to_the_default_study():
-    """TrainConfig and TrainerConfig (used when a spec omits a key) hold the
-    default study's values: config/config.yaml stays the one source."""
+def test_the_completed_default_study_is_the_declared_defaults():
+    """What validation fills in is the declarations' defaults, and a spec's
+    train and trainer sections parse to the same dataclasses' values."""
     import dataclasses
 
-    from scalestudy.study.specs import TrainConfig, TrainerConfig, hardware
+    from scalestudy.options import defaults
+    from scalestudy.study.config import SECTIONS, TrainConfig, TrainerConfig
 
-    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    # budget, forks and branch_of are a budgeted run's own (study.specs.budget_fields).
-    per_run = {"budget", "forks", "branch_of"}
+    for name, kind in SECTIONS.items():
+        assert DEFAULT_STUDY[name] == defaults(kind), name
+    per_run = {"budget", "forks", "branch_of"}  # a budgeted run's own (specs.budget_fields)
     assert {k: v for k, v in dataclasses.asdict(TrainConfig()).items()
-            if k not in per_run} == config["train"]
-    trainer = dataclasses.asdict(TrainerConfig())
-    # threads: 0 means torch's default outside a workflow, which pins 1 per job.
-    # loggers: the jobs' trackers, not part of a spec (specs.hardware).
-    assert {**trainer, "threads": config["trainer"]["threads"]} == hardware(config)
+            if k not in per_run} == DEFAULT_STUDY["train"]
+    assert {**dataclasses.asdict(TrainerConfig()), "loggers": ["csv"]} == DEFAULT_STUDY["trainer"]

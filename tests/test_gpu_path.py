@@ -33,6 +33,7 @@ from scalestudy.models import build_backbone, layers
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records
 from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
+from scalestudy.study.config import load_study
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
 from scalestudy.training import devices, loop, memory, run
@@ -65,7 +66,7 @@ def comparable(record) -> dict:
 
 def config(**sections) -> dict:
     """The default study with sections replaced key by key."""
-    study = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    study = load_study()
     for section, values in sections.items():
         study[section] = {**study[section], **values}
     return study

@@ -16,9 +16,10 @@ import yaml
 from test_configs import workflow_copy
 
 from scalestudy.study import grid, specs
+from scalestudy.study.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+DEFAULT = load_study()
 GRID = {**DEFAULT["grid"], "archs": ["transformer"], "sizes": ["xxs"],
         "priors": ["random", "spt", "upstream", "scratch_matched"], "seeds": [0, 1, 2]}
 

@@ -1,5 +1,5 @@
 """A run until its plateau keeps train.decay_fraction in its spec's hash
-(study/specs.py without_later_defaults): the plateau's
+(its in_spec rule, study/config.py): the plateau's
 cooldown is decay_fraction x the steps so far, so another fraction is another
 run, under the cosine schedule as under wsd."""
 
@@ -33,7 +33,7 @@ def test_the_fraction_is_in_the_spec_a_study_writes_for_a_run_until_its_plateau(
     """The spec JSON `scalestudy train` reads (specs.run_spec), task run and pretraining."""
     config = copy.deepcopy(DEFAULT_STUDY)
     config["train"].update(until="plateau", decay_fraction=0.5)
-    config["pretrain"].update(until="plateau", decay_fraction=0.5)
+    config["pretrain"]["until"] = "plateau"  # its cooldown is train's decay_fraction
     run = specs.run_spec(config, "listops", "transformer", "xxs", "random", 0)
     assert run["train"]["decay_fraction"] == 0.5
     pre = specs.pretrain_spec(config, "upstream", None, "transformer", "xxs", None)
@@ -43,7 +43,7 @@ def test_the_fraction_is_in_the_spec_a_study_writes_for_a_run_until_its_plateau(
     assert (RunSpec.from_dict(run).config_hash() != RunSpec.from_dict(
         specs.run_spec(other, "listops", "transformer", "xxs", "random", 0)).config_hash())
     pre_other = copy.deepcopy(config)
-    pre_other["pretrain"]["decay_fraction"] = 0.3
+    pre_other["train"]["decay_fraction"] = 0.3  # pretraining takes train's (no key of its own)
     assert (PretrainSpec.from_dict(pre).config_hash() != PretrainSpec.from_dict(
         specs.pretrain_spec(pre_other, "upstream", None, "transformer", "xxs",
                             None)).config_hash())

@@ -9,15 +9,13 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from scalestudy.study.config import load_study
 from scalestudy.study.grid import cells
 
 
 def main(name: str, preset: Path, jobcomp: Path) -> None:
-    grid = yaml.safe_load(Path("config/config.yaml").read_text())["grid"]
-    grid.update(yaml.safe_load(preset.read_text()).get("grid", {}))
-    expected = len(cells(grid))
+    expected = len(cells(load_study(preset)["grid"]))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
     assert len(records) == expected, f"{len(records)} run records, expected {expected}"
     runs = pd.read_parquet(f"results/{name}/runs.parquet")

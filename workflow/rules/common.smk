@@ -16,7 +16,8 @@ from snakemake.settings.types import DeploymentMethod
 from scalestudy.atomic import write_text
 from scalestudy.locks import claim, clear_stale, release
 from scalestudy.stages import STAGES
-from scalestudy.study import check_cluster, machine_memory, trains_in_host_memory, validate
+from scalestudy.study import (check_cluster, check_memory, machine_memory,
+                              trains_in_host_memory, validate)
 from scalestudy.study import costs, grid, resources, specs
 from scalestudy.study import status as study_status
 from scalestudy.tasks import check_releases
@@ -52,15 +53,12 @@ CONDA_ENV = (
 os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
 
 # One clear error naming the field and what it accepts, before any job runs:
-# the schema, what it cannot express, and (for jobs on this machine's RAM) each
-# size's estimated training memory (scalestudy.study).
-validate(
-    config,
-    os.path.join(workflow.basedir, "config", "schema.yaml"),
-    memory_bytes=(
-        machine_memory() if workflow.local_exec and trains_in_host_memory(config) else None
-    ),
-)
+# the schema and what it cannot express (scalestudy.study), which completes
+# `config` with the options the study does not state; then, for jobs on this
+# machine's RAM, each size's estimated training memory.
+validate(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
+if workflow.local_exec and trains_in_host_memory(config):
+    check_memory(config, machine_memory())
 # A task read from LRA's release (source: lra) needs its files before any job.
 check_releases(config)
 # The jobs' trackers (trainer.loggers): by the environment, not the spec, so

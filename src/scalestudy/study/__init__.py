@@ -5,11 +5,13 @@ The Snakefile (workflow/rules/common.smk), the tests and tools/ use this
 package, never a copy of it; it imports no torch, so that every Snakemake
 invocation, dry runs included, is quick.
 
-- schema.py: config/schema.yaml completed from the registries; ConfigError,
-  ConfigWarning
+- config.py: the config's sections declared once (defaults, schema, types);
+  StudyConfig, the typed config; load_study
+- schema.py: config/schema.yaml completed from the registries and config.py;
+  ConfigError, ConfigWarning
 - checks.py: `validate`, everything a study is refused for
 - grid.py: cells, the pretraining runs they need, run directories
-- specs.py: TrainConfig, TrainerConfig, RunSpec, PretrainSpec and their builders
+- specs.py: RunSpec, PretrainSpec and their builders
 - costs.py: estimated memory and FLOPs; job priorities
 - resources.py: what a job asks SLURM for
 - ladder.py: the named sizes and the scaling protocols

@@ -5,11 +5,12 @@ after Snakemake has merged a preset over config/config.yaml. It raises one
 `ConfigError` naming the field, what it got and what it accepts, or returns:
 then every job's spec parses. It checks, in order:
 
-- the JSON schema (config/schema.yaml, completed from the registries:
-  study/schema.py): types, ranges, accepted names, no unknown or missing key,
-  grids neither empty nor with a value twice; the strings Snakemake's
-  --config passes are first read as the integers, numbers, booleans and
-  nulls the schema types;
+- the JSON schema (config/schema.yaml, completed from the registries and the
+  declared sections: study/schema.py): types, ranges, accepted names, no
+  unknown or missing key, grids neither empty nor with a value twice; the
+  strings Snakemake's --config passes are first read as the integers,
+  numbers, booleans and nulls the schema types, and the options the study
+  does not state filled in at their defaults (study/config.py);
 - what a schema cannot say: a grid.per_task sub-grid outside the grid, a
   causal backbone without a causal mode, a task option its config dataclass
   refuses (e.g. a ListOps length window with no length in it), a pretraining
@@ -46,6 +47,7 @@ from ..stages import STAGES
 from ..tasks import TASKS, task_config
 from ..training.plateau import PLATEAU_MIN_VALIDATIONS
 from ..training.trackers import require as require_trackers
+from .config import StudyConfig, fill_defaults
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
 from .resources import device_count, gpu_study, local_gpus, runtime
@@ -72,14 +74,15 @@ def check_per_task(grid: dict) -> None:
 
 def check_semantics(config: dict) -> None:
     """The checks a JSON schema cannot express (config already schema-valid)."""
-    grid, train = config["grid"], config["train"]
+    study = StudyConfig.from_dict(config)
+    grid, train, pretrain = study.grid, study.train, study.pretrain
     check_per_task(grid)
     forced = ([f"prior {p}" for p in grid["priors"] if PRIORS[p].causal]
               + [f"pretraining stage {s}" for s in sorted(stages_needed(grid))
                  if STAGES[s].causal])
-    if train["causal"] or forced:
+    if train.causal or forced:
         no_causal = [arch for arch in grid["archs"] if not ARCHITECTURES[arch].causal]
-        why = "train.causal: true" if train["causal"] else forced[0]
+        why = "train.causal: true" if train.causal else forced[0]
         if no_causal:
             raise ConfigError(
                 f"grid.archs: {', '.join(no_causal)} has no causal mode ({why}); "
@@ -88,43 +91,42 @@ def check_semantics(config: dict) -> None:
     task_configs = {}
     for task in grid["tasks"]:
         try:  # each task's config dataclass checks itself (tasks/<task>.py)
-            task_configs[task] = task_config(task, config["tasks"].get(task, {}))
+            task_configs[task] = task_config(task, study.tasks.get(task, {}))
         except (TypeError, ValueError) as err:
             raise ConfigError(str(err)) from None
     every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
     stages = stages_needed(grid)
-    pretrain = config["pretrain"]
     if grid.get("budgets"):
-        for section in ("train", "pretrain"):
-            if config[section]["until"] != "max_steps":
+        for section, schedule in (("train", train), ("pretrain", pretrain)):
+            if schedule.until != "max_steps":
                 raise ConfigError(
-                    f"{section}.until: {config[section]['until']!r} with grid.budgets: a "
+                    f"{section}.until: {schedule.until!r} with grid.budgets: a "
                     f"budgeted run trains the steps its budget buys, its schedule ending "
                     f"there; accepted with budgets: max_steps")
     for prior in sorted(every_prior):
         try:
-            PRIORS[prior].check_until(train["until"])
+            PRIORS[prior].check_until(train.until)
         except ValueError as err:
             raise ConfigError(str(err)) from None
     for section, schedule in (("train", train), ("pretrain", pretrain if stages else None)):
-        if schedule and schedule["until"] == "plateau" and (
-                schedule["max_steps"] < PLATEAU_MIN_VALIDATIONS * schedule["val_every"]):
+        if schedule and schedule.until == "plateau" and (
+                schedule.max_steps < PLATEAU_MIN_VALIDATIONS * schedule.val_every):
             raise ConfigError(
-                f"{section}.max_steps: {schedule['max_steps']} leaves under "
+                f"{section}.max_steps: {schedule.max_steps} leaves under "
                 f"{PLATEAU_MIN_VALIDATIONS} validations ({section}.val_every "
-                f"{schedule['val_every']}) to find a plateau in ({section}.until: plateau); "
-                f"accepted: at least {PLATEAU_MIN_VALIDATIONS * schedule['val_every']}"
+                f"{schedule.val_every}) to find a plateau in ({section}.until: plateau); "
+                f"accepted: at least {PLATEAU_MIN_VALIDATIONS * schedule.val_every}"
             )
-    if stages and not grid.get("budgets") and pretrain["val_every"] > pretrain["max_steps"]:
+    if stages and not grid.get("budgets") and pretrain.val_every > pretrain.max_steps:
         raise ConfigError(
-            f"pretrain.val_every: {pretrain['val_every']} exceeds pretrain.max_steps "
-            f"{pretrain['max_steps']}: no validation, so no best checkpoint; accepted: "
+            f"pretrain.val_every: {pretrain.val_every} exceeds pretrain.max_steps "
+            f"{pretrain.max_steps}: no validation, so no best checkpoint; accepted: "
             f"1 to pretrain.max_steps"
         )
     refused = check_budgets(config)
     if refused:
         raise ConfigError(refused)
-    seq_len = config["upstream"]["seq_len"]
+    seq_len = study.upstream.seq_len
     for task, cfg in task_configs.items():
         upstream_stages = {PRIORS[p].pretrain for p in task_grid(grid, task)["priors"]} - {None}
         if any(not STAGES[s].on_task for s in upstream_stages) and cfg.seq_len > seq_len:
@@ -137,17 +139,18 @@ def check_semantics(config: dict) -> None:
 
 def check_batches(config: dict) -> None:
     """Every run's batch splits over its devices and into its micro-batches."""
-    world = device_count(config["trainer"]["devices"])
+    study = StudyConfig.from_dict(config)
+    world = device_count(study.trainer.devices)
     if not world:  # "auto", -1: checked where the run starts
         return
-    grid = config["grid"]
+    grid = study.grid
     runs = [("train", task, size) for task in grid["tasks"]
             for size in task_grid(grid, task)["sizes"]]
     runs += [("pretrain", p.task, p.size) for p in pretrain_cells(grid)]
     for section, task, size in runs:
         micro = trainer_section(config, task, size)["micro_batch"]
         try:
-            batch_shares(config[section]["batch_size"], world, micro, section)
+            batch_shares(getattr(study, section).batch_size, world, micro, section)
         except ValueError as err:
             where = f" (the {task or 'upstream'} runs of size {size})" if micro else ""
             raise ConfigError(f"{err}{where}") from None
@@ -155,7 +158,7 @@ def check_batches(config: dict) -> None:
 
 def check_cluster(config: dict) -> None:
     """On a cluster a study names its accelerator."""
-    if config["trainer"]["accelerator"] == "auto":
+    if StudyConfig.from_dict(config).trainer.accelerator == "auto":
         raise ConfigError(
             "trainer.accelerator: auto on a cluster asks SLURM for no GPU, so the jobs "
             "would train on whatever node they land on (a GPU study on CPUs); accepted "
@@ -166,19 +169,20 @@ def gpu_runs(config: dict) -> list[tuple[str, str, str, str, int, int, int]]:
     """(what, task, arch, size, sequences of a micro-batch, seq_len, vocab) of
     every training and pretraining run of the grid, the largest first per
     (arch, size, length)."""
-    grid, world = config["grid"], device_count(config["trainer"]["devices"]) or 1
+    study = StudyConfig.from_dict(config)
+    grid, world = study.grid, device_count(study.trainer.devices) or 1
     runs = set()
     for cell in cells(grid):
         micro = trainer_section(config, cell.task, cell.size)["micro_batch"]
-        batch = micro or config["train"]["batch_size"] // world
+        batch = micro or study.train.batch_size // world
         runs.add((f"tasks.{cell.task}", cell.task, cell.arch, cell.size,
                   batch * TASKS[cell.task].documents,
-                  task_config(cell.task, config["tasks"].get(cell.task, {})).seq_len, 0))
+                  task_config(cell.task, study.tasks.get(cell.task, {})).seq_len, 0))
     for run in pretrain_cells(grid):
         micro = trainer_section(config, run.task, run.size)["micro_batch"]
-        batch = micro or config["pretrain"]["batch_size"] // world
-        seq_len = (task_config(run.task, config["tasks"].get(run.task, {})).seq_len
-                   if run.task else config["upstream"]["seq_len"])
+        batch = micro or study.pretrain.batch_size // world
+        seq_len = (task_config(run.task, study.tasks.get(run.task, {})).seq_len
+                   if run.task else study.upstream.seq_len)
         runs.add((f"pretraining stage {run.stage}", run.task, run.arch, run.size, batch,
                   seq_len, VOCAB_BOUND))
     return sorted(runs, key=lambda r: (r[0], r[2], r[3]))
@@ -186,16 +190,17 @@ def gpu_runs(config: dict) -> list[tuple[str, str, str, str, int, int, int]]:
 
 def check_gpu_memory(config: dict) -> None:
     """Refuse a run whose estimated GPU memory exceeds resources.gpu_mem_gb."""
-    limit = config["resources"]["gpu_mem_gb"] * 1e9
-    trainer, dropout = config["trainer"], config["train"]["dropout"]
+    study = StudyConfig.from_dict(config)
+    limit = study.resources.gpu_mem_gb * 1e9
+    precision = study.trainer.precision
     for what, task, arch, size, batch, seq_len, vocab in gpu_runs(config):
-        need = gpu_memory(arch, size, config["train"]["protocol"], batch, seq_len,
-                          trainer["precision"], dropout, vocab)
+        need = gpu_memory(arch, size, study.train.protocol, batch, seq_len, precision,
+                          study.train.dropout, vocab)
         if need > limit:
             name = task or "upstream"
             raise ConfigError(
                 f"resources.gpu_mem_gb: {arch} at size {size} on {what} ({batch} sequences "
-                f"of {seq_len} tokens a micro-batch, {trainer['precision']}) needs about "
+                f"of {seq_len} tokens a micro-batch, {precision}) needs about "
                 f"{need / 1e9:.0f} GB of GPU memory (study.costs.gpu_memory), more than the "
                 f"{limit / 1e9:.0f} GB given; accepted: a smaller micro-batch for it "
                 f"(resources.tasks.{name}.sizes.{size}.micro_batch, train.batch_size "
@@ -210,10 +215,11 @@ def check_runtimes(config: dict) -> None:
     (docs/cluster.md), so such a job finishes over attempts; refusing it would
     leave its runtime to be cut to the same cap by hand. The warning names the
     attempts each needs, which the profile's retries must allow."""
-    cap = config["resources"]["max_runtime"]
+    study = StudyConfig.from_dict(config)
+    cap = study.resources.max_runtime
     if not cap:
         return
-    grid, over = config["grid"], set()
+    grid, over = study.grid, set()
     for cell in cells(grid):
         minutes = runtime(config, "train", cell.task, cell.arch, cell.size, cell.prior,
                           cell.budget)
@@ -239,7 +245,7 @@ def trains_in_host_memory(config: dict) -> bool:
     """Whether the study's jobs train in this machine's RAM: a CPU (or MPS, which
     shares it), or `auto` with no NVIDIA GPU here. GPU memory is checked apart
     (resources.gpu_mem_gb)."""
-    accelerator = config["trainer"]["accelerator"]
+    accelerator = StudyConfig.from_dict(config).trainer.accelerator
     return accelerator in ("cpu", "mps") or (accelerator == "auto" and not local_gpus())
 
 
@@ -250,15 +256,16 @@ def machine_memory() -> int:
 
 def check_memory(config: dict, memory_bytes: int) -> None:
     """Refuse a size whose estimated training memory exceeds `memory_bytes`."""
-    grid, train = config["grid"], config["train"]
-    longest = max(task_config(t, config["tasks"].get(t, {})).seq_len for t in grid["tasks"])
-    runs = [(train["batch_size"], longest)]
+    study = StudyConfig.from_dict(config)
+    grid, train = study.grid, study.train
+    longest = max(task_config(t, study.tasks.get(t, {})).seq_len for t in grid["tasks"])
+    runs = [(train.batch_size, longest)]
     if any(not STAGES[s].on_task for s in stages_needed(grid)):
-        runs.append((config["pretrain"]["batch_size"], config["upstream"]["seq_len"]))
+        runs.append((study.pretrain.batch_size, study.upstream.seq_len))
     too_big, fits = [], []
     for size in grid["sizes"]:
         need, params, batch, seq_len = max(
-            (*training_memory(size, train["protocol"], b, t), b, t) for b, t in runs)
+            (*training_memory(size, train.protocol, b, t), b, t) for b, t in runs)
         (too_big if need > memory_bytes else fits).append((size, need, params, batch, seq_len))
     if too_big:
         size, need, params, batch, seq_len = too_big[0]
@@ -276,18 +283,22 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
     """Raise one ConfigError for a study that cannot run; see the module
     docstring. `cluster`: the jobs go to a scheduler (the SLURM profile).
     Strings from Snakemake's --config are first read as the schema's integers,
-    numbers, booleans and nulls, in `config` itself (study/schema.py `coerce`)."""
+    numbers, booleans and nulls, and the options a study does not state are
+    filled in at their defaults, in `config` itself (study/schema.py `coerce`,
+    study/config.py `fill_defaults`): the workflow reads the completed config."""
     coerce_config(config, schema_path)
+    fill_defaults(config)
     check_schema(config, schema_path)
     check_semantics(config)
+    study = StudyConfig.from_dict(config)
     try:  # a tracker's package is installed (its extra named)
-        require_trackers(config["trainer"]["loggers"])
+        require_trackers(list(study.trainer.loggers))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     check_batches(config)
     if cluster:
         check_cluster(config)
-    if gpu_study(config) and config["resources"]["gpu_mem_gb"]:
+    if gpu_study(config) and study.resources.gpu_mem_gb:
         check_gpu_memory(config)
     check_runtimes(config)
     if memory_bytes is not None:

@@ -18,6 +18,7 @@ from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
 from ..tasks.contract import BYTE_VOCAB
+from .config import StudyConfig
 from .grid import budget_label, task_grid
 from .ladder import shape_for
 
@@ -121,13 +122,14 @@ def budget_steps_estimate(config: dict, section: str, task: str | None, arch: st
     """(estimated steps, estimated cost of a step in train.budget_unit) a budget buys a run of
     `section` (train: a task run of `task`; pretrain: a pretraining run, on
     `task`'s data or, task None, the upstream corpus)."""
-    schedule = config[section]
-    seq_len = task_seq_len(config, task) if task else config["upstream"]["seq_len"]
+    study = StudyConfig.from_dict(config)
+    schedule = getattr(study, section)
+    seq_len = task_seq_len(config, task) if task else study.upstream.seq_len
     vocab = (BYTE_VOCAB if task is None else VOCAB_BOUND) if section == "pretrain" else 0
-    per_step = step_flops_estimate(arch, size, config["train"]["protocol"],
-                                   schedule["batch_size"], seq_len, vocab)
-    if config["train"]["budget_unit"] == "tokens":
-        per_step = schedule["batch_size"] * seq_len
+    per_step = step_flops_estimate(arch, size, study.train.protocol,
+                                   schedule.batch_size, seq_len, vocab)
+    if study.train.budget_unit == "tokens":
+        per_step = schedule.batch_size * seq_len
     return math.ceil(budget / per_step), per_step
 
 
@@ -135,12 +137,13 @@ def budget_flops(config: dict, section: str, task: str | None, size: str,
                  budget: float) -> float:
     """A budget's estimated FLOPs, for priorities: itself (budget_unit flops),
     or the vanilla transformer's 6 N D of its tokens."""
-    if config["train"]["budget_unit"] == "flops":
+    study = StudyConfig.from_dict(config)
+    if study.train.budget_unit == "flops":
         return budget
-    seq_len = task_seq_len(config, task) if task else config["upstream"]["seq_len"]
-    batch = config[section]["batch_size"]
+    seq_len = task_seq_len(config, task) if task else study.upstream.seq_len
+    batch = getattr(study, section).batch_size
     steps = math.ceil(budget / (batch * seq_len))
-    return run_flops(size, config["train"]["protocol"], batch, seq_len, steps)
+    return run_flops(size, study.train.protocol, batch, seq_len, steps)
 
 
 @functools.cache
@@ -153,7 +156,8 @@ def _seq_len(task: str, section: str) -> int:
 def task_seq_len(config: dict, task: str) -> int:
     import json
 
-    return _seq_len(task, json.dumps(config["tasks"].get(task, {}), sort_keys=True))
+    own = StudyConfig.from_dict(config).tasks.get(task, {})
+    return _seq_len(task, json.dumps(own, sort_keys=True))
 
 
 def pretraining_flops(config: dict, stage: str, task: str | None, size: str,
@@ -162,11 +166,10 @@ def pretraining_flops(config: dict, stage: str, task: str | None, size: str,
     if budget is not None:
         return budget_flops(config, "pretrain", task if STAGES[stage].on_task else None, size,
                             budget)
-    pretrain = config["pretrain"]
-    tokens = (task_seq_len(config, task) if STAGES[stage].on_task
-              else config["upstream"]["seq_len"])
-    return run_flops(size, config["train"]["protocol"], pretrain["batch_size"], tokens,
-                     pretrain["max_steps"])
+    study = StudyConfig.from_dict(config)
+    tokens = task_seq_len(config, task) if STAGES[stage].on_task else study.upstream.seq_len
+    return run_flops(size, study.train.protocol, study.pretrain.batch_size, tokens,
+                     study.pretrain.max_steps)
 
 
 def training_flops(config: dict, task: str, size: str, prior: str,
@@ -174,12 +177,12 @@ def training_flops(config: dict, task: str, size: str, prior: str,
     """Estimated FLOPs of one task run, with its pretraining's where its prior
     matches that compute; a cell's budget sets its task run's when its prior
     pretrains nothing (study.grid), else its pretraining's."""
-    train = config["train"]
+    train = StudyConfig.from_dict(config).train
     entry = PRIORS[prior]
     if budget is not None and entry.needs is None:
         return budget_flops(config, "train", task, size, budget)
-    own = run_flops(size, train["protocol"], train["batch_size"], task_seq_len(config, task),
-                    train["max_steps"])
+    own = run_flops(size, train.protocol, train.batch_size, task_seq_len(config, task),
+                    train.max_steps)
     matched = entry.matched_to
     return own + (pretraining_flops(config, matched, task, size, budget) if matched else 0.0)
 
@@ -204,7 +207,7 @@ def pretrain_priority(config: dict, stage: str, task: str | None, size: str,
                       budget: float | None = None) -> int:
     """The pretraining run's FLOPs plus those of the longest run that waits
     for it (a stage on the upstream corpus serves every task)."""
-    grid = config["grid"]
+    grid = StudyConfig.from_dict(config).grid
     tasks = [task] if STAGES[stage].on_task else grid["tasks"]
     waiting = [
         training_flops(config, t, size, prior, budget)
@@ -224,7 +227,7 @@ def budget_scale(config: dict, section: str, task: str | None, arch: str | None,
     if budget is None:
         return 1.0
     steps, _ = budget_steps_estimate(config, section, task, arch or "transformer", size, budget)
-    return max(1.0, steps / config[section]["max_steps"])
+    return max(1.0, steps / getattr(StudyConfig.from_dict(config), section).max_steps)
 
 
 def check_budgets(config: dict) -> str | None:
@@ -234,11 +237,11 @@ def check_budgets(config: dict) -> str | None:
     warm-up. The run checks its counted FLOPs again (training/branches.py)."""
     from .grid import budgets, cells, pretrain_cell
 
-    every = budgets(config["grid"])
-    if not every:
+    study = StudyConfig.from_dict(config)
+    if not budgets(study.grid):
         return None
     runs = set()
-    for cell in cells(config["grid"]):
+    for cell in cells(study.grid):
         pre = pretrain_cell(cell)
         if pre is None:
             runs.add(("train", cell.task, cell.arch, cell.size, cell.budget,
@@ -249,9 +252,9 @@ def check_budgets(config: dict) -> str | None:
                       + (f" on {pre.task}" if pre.task else "")))
     for section, task, arch, size, budget, what in sorted(runs, key=str):
         steps, per_step = budget_steps_estimate(config, section, task, arch, size, budget)
-        warmup = config[section]["warmup_steps"]
+        warmup = getattr(study, section).warmup_steps
         if steps <= warmup:
-            unit = config["train"]["budget_unit"]
+            unit = study.train.budget_unit
             return (f"grid.budgets: {budget_label(budget)} {unit} buys {what} about {steps} "
                     f"steps (about {per_step:.3g} {unit} a step, study.costs."
                     f"budget_steps_estimate), not past its {warmup} warm-up steps "

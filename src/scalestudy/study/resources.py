@@ -9,6 +9,8 @@ import math
 import os
 from pathlib import Path
 
+from .config import StudyConfig
+
 GPU_ACCELERATORS = ("gpu", "cuda")
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # the driver's: one entry per GPU
 # nvidia0, nvidia1, ...: a container's GPUs where /proc lacks the driver's list
@@ -19,7 +21,7 @@ SLOTS_ENV = "SCALESTUDY_GPU_SLOTS"
 
 
 def gpu_study(config: dict) -> bool:
-    return config["trainer"]["accelerator"] in GPU_ACCELERATORS
+    return StudyConfig.from_dict(config).trainer.accelerator in GPU_ACCELERATORS
 
 
 def driver_gpus() -> int:
@@ -56,7 +58,8 @@ def local_gpus(environ=None) -> int:
 def trains_on_gpus(config: dict, gpus: int) -> bool:
     """Whether the study's runs use GPUs on a machine that has `gpus`: a GPU
     study, or `auto` where there are GPUs."""
-    return gpu_study(config) or (config["trainer"]["accelerator"] == "auto" and gpus > 0)
+    accelerator = StudyConfig.from_dict(config).trainer.accelerator
+    return accelerator in GPU_ACCELERATORS or (accelerator == "auto" and gpus > 0)
 
 
 def device_count(devices) -> int | None:
@@ -75,7 +78,7 @@ def device_count(devices) -> int | None:
 
 def devices_per_run(config: dict) -> int:
     """How many devices one run trains on (`trainer.devices`; "auto" asks for one)."""
-    return device_count(config["trainer"]["devices"]) or 1
+    return device_count(StudyConfig.from_dict(config).trainer.devices) or 1
 
 
 def job_setting(config: dict, task: str | None, size: str, key: str, default=None):
@@ -83,13 +86,12 @@ def job_setting(config: dict, task: str | None, size: str, key: str, default=Non
     upstream corpus's) at `size`: the most specific of
     resources.tasks.<task>.sizes.<size>, resources.tasks.<task>,
     resources.sizes.<size> and resources itself, else `default`."""
-    resources = config["resources"]
-    own = resources["tasks"].get(task, {})
-    for level in (own.get("sizes", {}).get(size, {}), own, resources["sizes"].get(size, {}),
-                  resources):
+    resources = StudyConfig.from_dict(config).resources
+    own = resources.tasks.get(task, {})
+    for level in (own.get("sizes", {}).get(size, {}), own, resources.sizes.get(size, {})):
         if key in level:
             return level[key]
-    return default
+    return getattr(resources, key, default)
 
 
 def runtime(config: dict, section: str, task: str | None, arch: str | None, size: str,
@@ -124,7 +126,7 @@ def sized(config: dict, key: str, section: str = "train"):
         task, size = wildcards.get("task"), wildcards.size
         if key != "runtime":
             return job_setting(config, task, size, key) * devices_per_run(config) * attempt
-        budget = budget_of(config["grid"], wildcards.get("budget"))
+        budget = budget_of(StudyConfig.from_dict(config).grid, wildcards.get("budget"))
         minutes = runtime(config, section, task, wildcards.get("arch"), size,
                           wildcards.get("prior"), budget)
         return capped_runtime(config, minutes * attempt)
@@ -134,31 +136,31 @@ def sized(config: dict, key: str, section: str = "train"):
 
 def capped_runtime(config: dict, minutes: int) -> int:
     """`minutes`, at most resources.max_runtime (0: no cap)."""
-    cap = config["resources"]["max_runtime"]
+    cap = StudyConfig.from_dict(config).resources.max_runtime
     return min(minutes, cap) if cap else minutes
 
 
 def job_threads(config: dict) -> int:
     """The CPUs a training job asks for: trainer.threads (torch's threads of
     one process) for each of the run's devices, one process each under DDP."""
-    return config["trainer"]["threads"] * devices_per_run(config)
+    return StudyConfig.from_dict(config).trainer.threads * devices_per_run(config)
 
 
 def training_resources(config: dict, environ=os.environ, gpus: int = 0,
                        section: str = "train") -> dict:
     """The resources of a training (`section` train) or pretraining (pretrain)
     job; `gpus`, a workstation's (0 on a cluster, where `auto` is refused)."""
-    resources = config["resources"]
+    resources = StudyConfig.from_dict(config).resources
     asked = {"runtime": sized(config, "runtime", section),
              "mem_mb": sized(config, "mem_mb", section)}
     for key in ("account", "partition"):
-        name = resources[key] or environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
+        name = getattr(resources, key) or environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
         if name:
             asked[f"slurm_{key}"] = name
     if trains_on_gpus(config, gpus):
         asked["gpu"] = devices_per_run(config)
-        if resources["gpu_model"]:
-            asked["gpu_model"] = resources["gpu_model"]
+        if resources.gpu_model:
+            asked["gpu_model"] = resources.gpu_model
     return asked
 
 

@@ -1,10 +1,12 @@
-"""The study schema (config/schema.yaml), completed from the registries, and
-its errors as one message each.
+"""The study schema (config/schema.yaml), completed from the registries and
+the declared sections, and its errors as one message each.
 
-config/schema.yaml says what every key means; the names a grid may list
-(architectures, sizes, priors, tasks) and each task's section are not written
-there but filled in from the registries when the schema is loaded, so that a
-new architecture, prior or task is accepted without editing the schema.
+config/schema.yaml says what the study's name and grid mean; the names a grid
+may list (architectures, sizes, priors, tasks) are filled in from the
+registries when the schema is loaded, so that a new architecture, prior or
+task is accepted without editing the schema, and so is every other section,
+made from the dataclass that declares it: each task's (tasks/<task>.py) and
+train, trainer, pretrain, upstream, fit and resources (study/config.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..options import section_schema
 from ..priors import PRIORS
 from ..tasks import TASKS
 from ..training.trackers import TRACKERS
+from .config import SECTIONS
 from .ladder import SIZES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"
@@ -95,10 +98,12 @@ def complete(schema: dict) -> dict:
             return [fill(value) for value in node]
         return node
 
-    schema = fill(schema)
-    schema.pop("$defs", None)
+    schema = copy.deepcopy(schema)
     schema["properties"]["tasks"]["properties"] = {
         name: section_schema(task.config) for name, task in TASKS.items()}
+    schema["properties"].update({name: section_schema(kind) for name, kind in SECTIONS.items()})
+    schema = fill(schema)
+    schema.pop("$defs", None)
     return schema
 
 

@@ -13,107 +13,13 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..stages import PRETRAIN_SEEDS, STAGES
+from ..options import spec_values
+from ..stages import STAGES
 from ..tasks import task_config
 from . import grid
+from .config import StudyConfig, TrainConfig, TrainerConfig, parse
 from .resources import device_count, job_setting
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The `train` section of a study; the defaults are the default study's
-    (config/config.yaml, which a test keeps them equal to)."""
-
-    max_steps: int = 90
-    batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 0.01
-    warmup_steps: int = 9
-    val_every: int = 45
-    grad_clip: float = 1.0
-    dropout: float = 0.0
-    pooling: str = "mean"
-    norm: str = "pre"
-    protocol: str = "depth"  # which dimension grows with size: default, depth, width
-    causal: bool = False  # causal backbones; spt then pretrains by next-token prediction
-    # "max_steps" trains max_steps steps; "plateau" ends earlier: the
-    # validation loss's plateau (training.plateau) starts a cooldown of
-    # decay_fraction x the steps so far, so that a converged run is annealed;
-    # max_steps stays the cap.
-    until: str = "max_steps"
-    # The learning-rate schedule (training/schedules.py): cosine, or wsd
-    # (warmup-stable-decay, the cooldown over the last decay_fraction of the steps).
-    schedule: str = "cosine"
-    decay_fraction: float = 0.2
-    # A budget cell (grid.budgets): its training compute in budget_unit (flops
-    # or tokens); the run trains the steps it buys, max_steps being then unused.
-    budget: float | None = None
-    budget_unit: str = "flops"
-    # Under wsd, one run serves several budgets (training/branches.py): the
-    # trunk (the largest budget) saves a checkpoint where each smaller budget's
-    # cooldown starts (`forks`), and a branch (`branch_of`: its trunk's budget)
-    # starts there.
-    forks: tuple = ()
-    branch_of: float | None = None
-
-
-# Fields added after the committed studies' records were made: at these
-# values a spec leaves them out (its JSON and its hash), so that a study
-# without budgets or wsd keeps the specs, hashes and records it had.
-LATER_DEFAULTS = {"schedule": "cosine", "decay_fraction": 0.2, "budget": None,
-                  "budget_unit": "flops", "forks": (), "branch_of": None}
-
-
-def without_later_defaults(train: dict) -> dict:
-    """A train section without the LATER_DEFAULTS fields at their defaults
-    (decay_fraction and budget_unit without wsd, a plateau or budgets, which
-    alone read them). A run until its plateau keeps decay_fraction: its
-    cooldown makes it another run than one stopped at its plateau."""
-    plateau = train.get("until") == "plateau"  # its cooldown reads decay_fraction
-    out = {k: v for k, v in train.items()
-           if not (k in LATER_DEFAULTS and _same(v, LATER_DEFAULTS[k])
-                   and not (plateau and k == "decay_fraction"))}
-    if out.get("schedule", "cosine") == "cosine" and not plateau:
-        out.pop("decay_fraction", None)
-    if out.get("budget") is None:
-        out.pop("budget_unit", None)
-    return out
-
-
-def _same(value, default) -> bool:
-    if isinstance(default, tuple):
-        return tuple(value or ()) == default
-    return value == default
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    accelerator: str = "auto"
-    devices: Any = 1
-    # Lightning's strategy: "ddp" runs one process per device, train.batch_size
-    # split over them (the record counts every device's steps, tokens and
-    # FLOPs: the whole run).
-    strategy: str = "auto"
-    # "auto": bf16-mixed on a GPU that has bf16, else 32-true (the record says
-    # which ran).
-    precision: str = "auto"
-    # Torch intra-op threads of each of a run's processes (one per device under
-    # DDP); 0 keeps torch's default. The job asks for threads x devices CPUs,
-    # so that parallel jobs do not oversubscribe.
-    threads: int = 0
-    # torch.use_deterministic_algorithms: a CPU record is then bitwise
-    # reproducible; off, a GPU may pick its fastest kernels (cuDNN attention,
-    # flash attention's atomic backward).
-    deterministic: bool = True
-    # torch.set_float32_matmul_precision for float32 matmuls, and whether cuDNN
-    # convolutions may use TF32: "highest" neither, "high" or "medium" both.
-    matmul_precision: str = "highest"
-    # Examples per device in one forward and backward; 0: the device's whole
-    # share of the batch. Smaller, the share's gradients accumulate over
-    # micro-batches and the optimiser step (and its batch) stays the same.
-    micro_batch: int = 0
 
 
 def batch_shares(batch_size: int, world: int, micro_batch: int,
@@ -136,17 +42,6 @@ def batch_shares(batch_size: int, world: int, micro_batch: int,
     return per_device, micro, per_device // micro
 
 
-TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
-
-
-def parse_section(kind: type, name: str, given: dict):
-    accepted = {f.name for f in dataclasses.fields(kind)}
-    unknown = set(given) - accepted
-    if unknown:
-        raise ValueError(f"{name}: unknown keys {sorted(unknown)}, accepted: {sorted(accepted)}")
-    return kind(**given)
-
-
 class Spec:
     """What RunSpec and PretrainSpec share: parsing from JSON and the hash."""
 
@@ -155,11 +50,8 @@ class Spec:
     @classmethod
     def from_dict(cls, spec: dict):
         spec = dict(spec)
-        train = dict(spec.get("train", {}))
-        if "forks" in train:  # a JSON list; a tuple keeps the config hashable
-            train["forks"] = tuple(train["forks"])
-        spec["train"] = parse_section(TrainConfig, cls.train_section, train)
-        spec["trainer"] = parse_section(TrainerConfig, "trainer", spec.get("trainer", {}))
+        spec["train"] = parse(TrainConfig, cls.train_section, spec.get("train", {}))
+        spec["trainer"] = parse(TrainerConfig, "trainer", spec.get("trainer", {}))
         made = cls(**spec)
         made.check()
         world = device_count(made.trainer.devices)
@@ -173,7 +65,8 @@ class Spec:
 
     def config_hash(self) -> str:
         spec = dataclasses.asdict(self)
-        spec["train"] = without_later_defaults(spec["train"])
+        spec["train"] = spec_values(TrainConfig, spec["train"])
+        spec["trainer"] = spec_values(TrainerConfig, spec["trainer"])
         text = json.dumps(spec, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -224,67 +117,60 @@ class PretrainSpec(Spec):
         return STAGES[self.kind]
 
 
-def hardware(config: dict) -> dict:
-    """The trainer section a spec holds: without trainer.loggers, which reach
-    the jobs by $SCALESTUDY_LOGGERS (training/trackers.py), so that adding a
-    tracker changes no spec and reruns nothing."""
-    return {k: v for k, v in config["trainer"].items() if k != "loggers"}
-
-
 def task_section(config: dict, task: str) -> dict:
     """A task's options, every one stated: the study's section over the task
     config dataclass's defaults (as JSON values)."""
-    cfg = task_config(task, config["tasks"].get(task, {}))
+    cfg = task_config(task, StudyConfig.from_dict(config).tasks.get(task, {}))
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
 def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,
              budget: float | None = None) -> dict:
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
+    study = StudyConfig.from_dict(config)
     cell = grid.Cell(task, arch, size, prior, int(seed), budget)
-    train = dict(config["train"])
+    train = study.train
     if cell.budgets_task_run:
-        train.update(budget_fields(config, cell, train))
-    return {"study": config["study"], "task": task, "arch": arch, "size": size,
+        train = budget_fields(study, cell, train)
+    return {"study": study.study, "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
-            "train": without_later_defaults(train),
+            "train": spec_values(TrainConfig, dataclasses.asdict(train)),
             "trainer": trainer_section(config, task, size)}
 
 
-def budget_fields(config: dict, run, schedule: dict) -> dict:
-    """The train keys of a budgeted run (a grid Cell or PretrainCell): its
+def budget_fields(study: StudyConfig, run, train: TrainConfig) -> TrainConfig:
+    """`train` of a budgeted run (a grid Cell or PretrainCell): with its
     budget and unit, and under wsd its place in its trunk's chain (the trunk's
     fork budgets, or the branch's trunk)."""
-    fields = {"budget": run.budget, "budget_unit": config["train"]["budget_unit"]}
-    if schedule.get("schedule") == "wsd":
-        trunk = grid.trunk_of(run, config["grid"])
+    fields = {"budget": run.budget, "budget_unit": study.train.budget_unit}
+    if train.schedule == "wsd":
+        trunk = grid.trunk_of(run, study.grid)
         if trunk is None:
-            fields["forks"] = grid.forks_of(run, config["grid"])
+            fields["forks"] = grid.forks_of(run, study.grid)
         else:
             fields["branch_of"] = trunk.budget
-    return fields
+    return dataclasses.replace(train, **fields)
 
 
 def trainer_section(config: dict, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
     `size`: the study's, with the micro-batch the resources section gives the
     task and size's jobs, if it gives one (what their GPU's memory allows)."""
-    trainer = hardware(config)
-    return {**trainer, "micro_batch": job_setting(config, task, size, "micro_batch",
-                                                  trainer["micro_batch"])}
+    trainer = StudyConfig.from_dict(config).trainer
+    return spec_values(TrainerConfig, {
+        **dataclasses.asdict(trainer),
+        "micro_batch": job_setting(config, task, size, "micro_batch", trainer.micro_batch)})
 
 
-def pretrain_schedule(config: dict) -> dict:
+def pretrain_schedule(study: StudyConfig) -> TrainConfig:
     """The train section of a pretraining run: the study's, with the schedule
     keys the pretrain section states (the same backbone, norm and protocol)."""
-    pretrain = config["pretrain"]
-    return without_later_defaults(
-        {**config["train"], **{k: v for k, v in pretrain.items() if k in TRAIN_FIELDS}})
+    return dataclasses.replace(study.train, **study.pretrain.schedule)
 
 
 def per_seed(config: dict) -> bool:
     """Whether each finetuning seed has its own pretraining run (pretrain.seeds)."""
-    return config["pretrain"].get("seeds", PRETRAIN_SEEDS[0]) == PRETRAIN_SEEDS[1]
+    return StudyConfig.from_dict(config).pretrain.per_seed
 
 
 def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
@@ -292,20 +178,22 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
     """The PretrainSpec of a stage's run for an arch x size (and task, for a
     stage on the task's own data), as the dict `scalestudy pretrain` reads: of
     finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
+    study = StudyConfig.from_dict(config)
     entry = STAGES[stage]
-    pretrain = config["pretrain"]
-    if per_seed(config) and seed is None:
+    seeded = study.pretrain.per_seed
+    if seeded and seed is None:
         raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
-    train = pretrain_schedule(config)
+    train = pretrain_schedule(study)
     if budget is not None:
         run = grid.PretrainCell(stage, task if entry.on_task else None, arch, size,
-                                seed if per_seed(config) else None, budget)
-        train = {**train, **budget_fields(config, run, {"schedule": "cosine", **train})}
+                                seed if seeded else None, budget)
+        train = budget_fields(study, run, train)
     return {
-        "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
-        "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
-        "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
-        "span": pretrain["span"], "train": without_later_defaults(train),
+        "study": study.study, "kind": stage, "corpus": entry.corpus(task),
+        "corpus_config": (task_section(config, task) if entry.on_task
+                          else dataclasses.asdict(study.upstream)),
+        "arch": arch, "size": size, "seed": int(seed) if seeded else study.pretrain.seed,
+        "span": study.pretrain.span, "train": spec_values(TrainConfig, dataclasses.asdict(train)),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
 

@@ -25,6 +25,7 @@ import yaml
 from ..priors import PRIORS
 from ..records import read_records
 from . import costs, grid
+from .config import PRESETS, StudyConfig, load_study
 
 CONFIG = "study.yaml"  # the study's config, saved by the workflow when it starts
 # The job logs, as the rules name them (workflow/rules/train.smk, pretrain.smk).
@@ -75,32 +76,19 @@ class Status:
 
 def load_config(study_dir: Path) -> dict:
     """The study's config: the one the workflow saved in study_dir, else the
-    preset named like the study merged over config/config.yaml."""
+    preset named like the study over config/config.yaml (study/config.py)."""
     study_dir = Path(study_dir)
     saved = study_dir / CONFIG
     if saved.is_file():
         return yaml.safe_load(saved.read_text())
-    from .schema import SCHEMA_PATH
-
-    root = SCHEMA_PATH.parents[1]
-    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
-    preset = root / "config" / "studies" / f"{study_dir.name}.yaml"
-    if study_dir.name != config["study"]:
-        if not preset.is_file():
-            raise ValueError(f"{study_dir}: no {CONFIG} (written when the workflow starts) "
-                             f"and no preset {preset}; cannot tell the study's grid")
-        merge(config, yaml.safe_load(preset.read_text()))
-    return config
-
-
-def merge(base: dict, over: dict) -> dict:
-    """`over` merged into `base` as Snakemake merges a --configfile (dicts key by key)."""
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merge(base[key], value)
-        else:
-            base[key] = value
-    return base
+    default = load_study()
+    if study_dir.name == default["study"]:
+        return default
+    preset = PRESETS / f"{study_dir.name}.yaml"
+    if not preset.is_file():
+        raise ValueError(f"{study_dir}: no {CONFIG} (written when the workflow starts) "
+                         f"and no preset {preset}; cannot tell the study's grid")
+    return load_study(preset)
 
 
 def incomplete(workdir: Path) -> set[str]:
@@ -134,12 +122,13 @@ def study_status(study_dir: Path) -> Status:
         raise ValueError(f"{study_dir}: no such study directory (results/<study>)")
     config = load_config(study_dir)
     workdir = study_dir.parent.parent  # results/<study> -> the workflow's directory
-    status = Status(config["study"], study_dir, owner_alive=owner_alive(workdir))
-    for p in grid.pretrain_cells(config["grid"]):
+    study = StudyConfig.from_dict(config)
+    status = Status(study.study, study_dir, owner_alive=owner_alive(workdir))
+    for p in grid.pretrain_cells(study.grid):
         status.runs.append(Run(f"pretrain {p.stage}", p.directory,
                                PRETRAIN_LOG.format(directory=p.directory),
                                costs.pretraining_flops(config, p.stage, p.task, p.size)))
-    for c in grid.cells(config["grid"]):
+    for c in grid.cells(study.grid):
         status.runs.append(Run(f"train {PRIORS[c.prior].stage}", c.directory,
                                TRAIN_LOG.format(**vars(c)),
                                costs.training_flops(config, c.task, c.size, c.prior)))

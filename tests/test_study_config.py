@@ -1,0 +1,109 @@
+"""The study config's declared sections (study/config.py): each option's
+default, schema and typed field come from one declaration; validation
+completes a study's config with the defaults it does not state; whether a
+run's spec states a field is the field's own rule."""
+
+import copy
+import dataclasses
+
+import pytest
+import yaml
+
+from scalestudy.options import defaults, spec_values
+from scalestudy.study import ConfigError, specs, validate
+from scalestudy.study.config import (
+    SECTIONS,
+    StudyConfig,
+    TrainConfig,
+    TrainerConfig,
+    fill_defaults,
+    load_study,
+    reference,
+)
+from scalestudy.study.schema import SCHEMA_PATH, load_schema
+
+SCHEMA = load_schema(str(SCHEMA_PATH))
+
+
+def test_a_study_states_only_what_it_changes_and_gets_the_rest_declared():
+    config = fill_defaults({"study": "t", "train": {"lr": 0.1}, "trainer": {"threads": 4}})
+    assert config["train"] == {**defaults(TrainConfig), "lr": 0.1}
+    assert config["trainer"] == {**defaults(TrainerConfig), "threads": 4}
+    for name, kind in SECTIONS.items():
+        if name not in ("train", "trainer"):
+            assert config[name] == defaults(kind), name
+
+
+def test_the_workflow_config_is_completed_in_place_by_validation():
+    """Snakemake merges a preset's sections key by key over config/config.yaml,
+    which states no declared section: validation fills the rest in `config`
+    itself, which the workflow then reads."""
+    config = yaml.safe_load(open(SCHEMA_PATH.parents[1] / "config" / "config.yaml"))
+    config["train"] = {"max_steps": 12}
+    validate(config)
+    assert config["train"] == {**defaults(TrainConfig), "max_steps": 12}
+    assert config["resources"]["mem_mb"] == 4000
+
+
+def test_each_schema_section_is_made_from_its_declaration():
+    for name, kind in SECTIONS.items():
+        node = SCHEMA["properties"][name]
+        assert node["additionalProperties"] is False
+        for f in dataclasses.fields(kind):
+            if f.metadata.get("per_run"):  # a run's own, not the study's
+                assert f.name not in node["properties"]
+                continue
+            assert node["properties"][f.name]["description"] == f.metadata["doc"]
+    assert SCHEMA["properties"]["train"]["properties"]["schedule"]["enum"] == ["cosine", "wsd"]
+    # a registry's names, filled in when the schema is loaded
+    assert "csv" in SCHEMA["properties"]["trainer"]["properties"]["loggers"]["items"]["enum"]
+
+
+@pytest.mark.parametrize(("section", "key", "value", "says"), [
+    ("train", "schedule", "linear", "accepted values: cosine, wsd"),
+    ("pretrain", "seeds", "each", "accepted values: shared, per_seed"),
+    ("fit", "ci", 1.5, "coverage of the bootstrap"),
+    ("resources", "budget", 1, "accepted keys: account, partition"),
+])
+def test_bad_input_gets_one_error_naming_the_field_and_what_it_accepts(section, key, value, says):
+    config = load_study()
+    config[section][key] = value
+    with pytest.raises(ConfigError, match=rf"^{section}(\.{key})?: .*{says}"):
+        validate(config)
+
+
+def test_the_typed_config_reads_every_section():
+    study = StudyConfig.from_dict(load_study())
+    assert isinstance(study.train, TrainConfig) and study.train.max_steps == 90
+    assert study.trainer.loggers == ("csv",)
+    assert study.pretrain.per_seed is False
+    assert study.pretrain.schedule == {"max_steps": 90, "until": "max_steps", "batch_size": 32,
+                                       "lr": 0.002, "warmup_steps": 9, "val_every": 45}
+    assert study.resources.sizes == {} and study.fit.n_boot == 1000
+    with pytest.raises(ValueError, match=r"^upstream: unknown keys \['glob'\], accepted: "):
+        StudyConfig.from_dict({**load_study(), "upstream": {"glob": "*.py"}})
+
+
+def test_a_spec_leaves_out_a_field_where_its_rule_says():
+    """At their defaults the schedule and a budget's fields are left out (a
+    study that does not use them keeps its runs' identities); the trackers
+    never reach a spec (adding one reruns nothing)."""
+    config = load_study()
+    spec = specs.run_spec(config, "listops", "transformer", "xxs", "random", 0)
+    assert not {"schedule", "decay_fraction", "budget", "budget_unit", "forks",
+                "branch_of"} & set(spec["train"])
+    assert "loggers" not in spec["trainer"]
+    tracked = copy.deepcopy(config)
+    tracked["trainer"]["loggers"] = ["csv", "tensorboard"]
+    assert specs.run_spec(tracked, "listops", "transformer", "xxs", "random", 0) == spec
+    wsd = spec_values(TrainConfig, {**config["train"], "schedule": "wsd", "decay_fraction": 0.3})
+    assert (wsd["schedule"], wsd["decay_fraction"]) == ("wsd", 0.3)
+    budgeted = spec_values(TrainConfig, dataclasses.asdict(
+        TrainConfig(budget=1e12, budget_unit="tokens", forks=(1e11,))))
+    assert (budgeted["budget"], budgeted["budget_unit"], budgeted["forks"]) == (
+        1e12, "tokens", (1e11,))
+
+
+def test_the_reference_states_every_option_at_its_default():
+    stated = yaml.safe_load(reference())
+    assert stated == {name: defaults(kind) for name, kind in SECTIONS.items()}
