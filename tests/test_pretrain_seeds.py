@@ -79,3 +79,20 @@ def test_the_dag_gives_each_seed_its_own_pretraining_run(tmp_path):
         assert pretrained.endswith(f"/xxs/s{seed}"), (run_dir, pretrained)
     pretrain_seeds = re.findall(r'\\"seed\\": (\d)|"seed": (\d)', done.stdout)
     assert {a or b for a, b in pretrain_seeds} == {"0", "1"}
+
+
+@pytest.mark.parametrize("seeds", ["shared", "per_seed"])
+def test_a_pretraining_spec_is_the_run_of_its_cell_shared_or_per_seed(seeds):
+    """spec.cell, the one identity the workflow, the commands and the trackers
+    use, is the pretraining run the DAG made the spec for; `per_seed`, which
+    says so, is left out of the hash (a shared run's JSON does not have it)."""
+    config = {**DEFAULT, "grid": GRID, "pretrain": {**DEFAULT["pretrain"], "seeds": seeds}}
+    for cell in grid.pretrain_cells(GRID, per_seed=seeds == "per_seed"):
+        made = specs.pretrain_spec(config, cell.stage, cell.task, cell.arch, cell.size,
+                                   cell.seed)
+        spec = specs.PretrainSpec.from_dict(made)
+        assert spec.cell == cell
+        assert ("per_seed" in made) == (seeds == "per_seed")
+        unmarked = specs.PretrainSpec.from_dict({k: v for k, v in made.items()
+                                                 if k != "per_seed"})
+        assert spec.config_hash() == unmarked.config_hash()

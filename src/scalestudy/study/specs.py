@@ -149,9 +149,14 @@ def parse_section(kind: type, name: str, given: dict):
 
 
 class Spec:
-    """What RunSpec and PretrainSpec share: parsing from JSON and the hash."""
+    """What RunSpec and PretrainSpec share: parsing from JSON, the hash, and
+    the run's identity (`cell`)."""
 
     train_section = "train"  # the study section its schedule comes from, for errors
+    # Fields that say which run this is, not how it trains: left out of the
+    # hash (and of the specs `run_spec` and `pretrain_spec` write, at their
+    # defaults), so that the hashes of the runs made before them stay.
+    identity_fields: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, spec: dict):
@@ -174,6 +179,8 @@ class Spec:
 
     def config_hash(self) -> str:
         spec = dataclasses.asdict(self)
+        for name in self.identity_fields:
+            del spec[name]
         spec["train"] = without_later_defaults(spec["train"])
         text = json.dumps(spec, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -192,6 +199,17 @@ class RunSpec(Spec):
     task_config: dict = field(default_factory=dict)
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    # The cell's budget where its pretraining spends it (a prior that
+    # pretrains: train.budget is then None, the run keeping train.max_steps).
+    pretrain_budget: float | None = None
+
+    identity_fields = ("pretrain_budget",)
+
+    @property
+    def cell(self) -> grid.Cell:
+        """The grid cell this run is (its budget included)."""
+        budget = self.train.budget if self.pretrain_budget is None else self.pretrain_budget
+        return grid.Cell(self.task, self.arch, self.size, self.prior, self.seed, budget)
 
 
 @dataclass(frozen=True)
@@ -208,8 +226,12 @@ class PretrainSpec(Spec):
     span: float | None = None  # mean span length; None = independent tokens
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    # pretrain.seeds: per_seed: the run is its finetuning seed's (`seed`), not
+    # shared by every seed (then `seed` is pretrain.seed).
+    per_seed: bool = False
 
     train_section = "pretrain"
+    identity_fields = ("per_seed",)
 
     def check(self) -> None:
         STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
@@ -223,6 +245,14 @@ class PretrainSpec(Spec):
     @property
     def stage(self):
         return STAGES[self.kind]
+
+    @property
+    def cell(self) -> grid.PretrainCell:
+        """The pretraining run of the grid this is (its seed when per seed, its
+        budget)."""
+        return grid.PretrainCell(self.kind, self.corpus if self.stage.on_task else None,
+                                 self.arch, self.size, self.seed if self.per_seed else None,
+                                 self.train.budget)
 
 
 def hardware(config: dict) -> dict:
@@ -246,10 +276,13 @@ def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: in
     train = dict(config["train"])
     if cell.budgets_task_run:
         train.update(budget_fields(config, cell, train))
-    return {"study": config["study"], "task": task, "arch": arch, "size": size,
+    spec = {"study": config["study"], "task": task, "arch": arch, "size": size,
             "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
             "train": without_later_defaults(train),
             "trainer": trainer_section(config, task, size)}
+    if budget is not None and not cell.budgets_task_run:
+        spec["pretrain_budget"] = budget
+    return spec
 
 
 def budget_fields(config: dict, run, schedule: dict) -> dict:
@@ -310,13 +343,16 @@ def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: s
         run = grid.PretrainCell(stage, task if entry.on_task else None, arch, size,
                                 seed if per_seed(config) else None, budget)
         train = {**train, **budget_fields(config, run, {"schedule": "cosine", **train})}
-    return {
+    spec = {
         "study": config["study"], "kind": stage, "corpus": entry.corpus(task),
         "corpus_config": task_section(config, task) if entry.on_task else config["upstream"],
         "arch": arch, "size": size, "seed": int(seed) if per_seed(config) else pretrain["seed"],
         "span": pretrain["span"], "train": without_later_defaults(train),
         "trainer": trainer_section(config, task if entry.on_task else None, size),
     }
+    if per_seed(config):
+        spec["per_seed"] = True
+    return spec
 
 
 def as_json(spec: dict) -> str:
