@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from scalestudy.commands import parser
+from scalestudy.cli.parser import parser
 
 COMMANDS = parser()._subparsers._group_actions[0].choices
 

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from scalestudy.commands import run_recorded
+from scalestudy.training.job import run_recorded
 from scalestudy.locks import RunBusy, run_lock
 
 HOLD = textwrap.dedent("""
