@@ -7,6 +7,7 @@ import os
 import re
 
 from scalestudy import workflow as study_workflow
+from scalestudy.analysis.stages import ANALYSIS_STAGES
 from scalestudy.stages import STAGES
 from scalestudy.study import costs, grid, resources, specs
 
@@ -16,6 +17,9 @@ LOCAL_GPUS = study_workflow.prepare(workflow, config)
 CONDA_ENV = study_workflow.conda_env(workflow)
 
 OUT = f"results/{config['study']}"
+# What each analysis stage writes (scalestudy.analysis.stages, the list
+# `scalestudy analyse` runs): the analysis rules' outputs.
+ARTIFACT = {name: f"{OUT}/{stage.artifact}" for name, stage in ANALYSIS_STAGES.items()}
 
 # Every job writes its output to its log; where it fails, the log's last lines
 # go to the console too (the profile shows no job descriptions), so that its

@@ -5,8 +5,9 @@ artifacts of the stages before it.
 The workflow's analysis rules write these artifacts (each rule's output is
 named by its stage's `artifact`: workflow/rules/fit.smk, frontier.smk,
 figures.smk, report.smk), and `scalestudy analyse` runs every stage here,
-in one process, on a runs file (a cached study). Torch-free; each stage
-imports what it needs when it runs (matplotlib only for the figures).
+in one process, on a runs file (a cached study). Torch-free, and light to
+import (the DAG reads it at every parse): each stage imports what it needs
+when it runs (matplotlib only for the figures).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..registry import Registry
+
+if TYPE_CHECKING:  # the DAG reads the artifacts' names alone
+    import pandas as pd
 
 
 @dataclass(frozen=True)
