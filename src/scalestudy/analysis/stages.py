@@ -4,8 +4,11 @@ artifacts of the stages before it.
 
 The workflow's analysis rules write these artifacts (each rule's output is
 named by its stage's `artifact`: workflow/rules/fit.smk, frontier.smk,
-figures.smk, report.smk), and `scalestudy analyse` runs every stage here,
-in one process, on a runs file (a cached study). Torch-free, and light to
+figures.smk, report.smk; `scalestudy fit`, `tables` and `claims` run their
+stage here, while the frontier and figure rules go by `scalestudy frontier`,
+the frontier of any table, and `scalestudy figure`, one figure a job), and
+`scalestudy analyse` runs every stage here, in one process, on a runs file
+(a cached study). Torch-free, and light to
 import (the DAG reads it at every parse): each stage imports what it needs
 when it runs (matplotlib only for the figures).
 """

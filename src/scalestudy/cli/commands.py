@@ -28,7 +28,7 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_data(args) -> None:
-    from ... import tasks
+    from .. import tasks
 
     manifest = tasks.prepare(args.task, json.loads(args.config), args.out_dir)
     counts = {split: info["n"] for split, info in manifest["splits"].items()}
@@ -52,16 +52,21 @@ def cmd_collect(args) -> None:
     print(f"collected {len(frame)} runs into {args.out}: {counts}")
 
 
+def _stage(name: str, analysis, out, **options) -> list[Path]:
+    """Run one analysis stage (analysis/stages.py), as `analyse` runs them all."""
+    from ..analysis.stages import ANALYSIS_STAGES, Options
+
+    return ANALYSIS_STAGES[name].write(analysis, Path(out), Options(**options))
+
+
 def cmd_fit(args) -> None:
-    from ..analysis.fits import fit_study, write_fits
+    from ..analysis.stages import Analysis
     from ..records import read_records
 
-    fits = fit_study(
-        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-        n_boot_saturating=args.n_boot_saturating,
-    )
-    write_fits(fits, args.out)
-    print(fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
+    analysis = Analysis(read_records(args.runs))
+    _stage("fit", analysis, args.out, x_axis=args.x, n_boot=args.n_boot, ci=args.ci,
+           seed=args.seed, n_boot_saturating=args.n_boot_saturating)
+    print(analysis.fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
 
 
 def _read(args):
@@ -111,20 +116,18 @@ def cmd_figure_index(args) -> None:
 
 
 def cmd_tables(args) -> None:
-    from ..analysis.tables import write_tables
+    from ..analysis.stages import Analysis
 
-    runs, fits = _read(args)
-    for path in write_tables(runs, fits, args.out_dir):
+    for path in _stage("tables", Analysis(*_read(args)), args.out_dir):
         print(f"wrote {path}")
 
 
 def cmd_claims(args) -> None:
-    from ..analysis.claims import write_claims
+    from ..analysis.stages import Analysis
 
-    runs, fits = _read(args)
-    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-                          frontier=_frontier(args))
-    print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
+    analysis = Analysis(*_read(args), frontier=_frontier(args))
+    _stage("claims", analysis, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
+    print(f"wrote {args.out}: {analysis.claims['verdict'].value_counts().to_dict()}")
 
 
 def cmd_status(args) -> None:
