@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from scalestudy.training.job import run_recorded
 from scalestudy.locks import RunBusy, run_lock
+from scalestudy.training.job import run_recorded
 
 HOLD = textwrap.dedent("""
     import sys, time
