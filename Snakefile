@@ -36,11 +36,11 @@ onerror:
 rule all:
     input:
         f"{OUT}/runs.parquet",
-        f"{OUT}/fits.parquet",
+        ARTIFACT["fit"],
         FIGURE_PNGS,
         FIGURE_PDFS,
         FIGURE_DATA,
         FIGURE_INDEX,
         TABLES,
-        f"{OUT}/claims.md",
+        ARTIFACT["claims"],
         FRONTIER,

@@ -148,3 +148,34 @@ def test_the_frontier_preset_dag_has_a_trunk_per_size_and_branches_on_it(tmp_pat
     assert all(trunk_seed == seed for *_, trunk_seed, _, seed in branch_inputs)
     assert {b for *_, b, _ in branch_inputs} == {grid.budget_label(b) for b in g["budgets"]
                                                  if b < max(g["budgets"])}
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_a_budgeted_run_spec_is_its_cell_with_its_budget(schedule):
+    """spec.cell, placed in its directory, carries the budget of every cell, a
+    finetuning run's too (its pretraining spends it: pretrain_budget, in
+    neither the JSON nor the hash, so that the run's rule param and hash are
+    the ones it had before the field)."""
+    config = study(budgets=[1e11, 3e11, 1e12])
+    config["train"]["schedule"] = schedule
+    for cell in grid.cells(config["grid"]):
+        made = specs.run_spec(config, cell.task, cell.arch, cell.size, cell.prior, cell.seed,
+                              cell.budget)
+        assert "pretrain_budget" not in made
+        spec = specs.RunSpec.from_dict(made)
+        placed = spec.placed(f"results/{config['study']}/{cell.directory}")
+        assert placed.cell == cell
+        assert (placed.pretrain_budget is None) == cell.budgets_task_run
+        assert placed.config_hash() == spec.config_hash()
+
+
+def test_the_study_directory_is_the_one_holding_a_run_directory():
+    cell = grid.Cell("listops", "s4", "xs", "upstream", 1, 3e11)
+    assert grid.study_directory(f"results/x/{cell.directory}", cell).as_posix() == "results/x"
+    assert grid.study_directory(cell.directory, cell).as_posix() == "."
+    with pytest.raises(ValueError, match="not the directory of a run"):
+        grid.study_directory("results/x/runs/listops/s4/xs/upstream/s1", cell)
+    assert grid.trunk_beside("elsewhere", cell, 1e12) is None
+    assert grid.trunk_beside(f"r/{cell.directory}", cell, None) is None
+    assert grid.trunk_beside(f"r/{cell.directory}", cell, 1e12).as_posix() == \
+        "r/runs/listops/s4/xs/b1e+12/upstream/s1"

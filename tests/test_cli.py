@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from scalestudy.commands import parser
+from scalestudy.cli.parser import parser
 
 COMMANDS = parser()._subparsers._group_actions[0].choices
 
@@ -28,3 +28,23 @@ def test_fit_help_shows_the_bootstrap_defaults():
     for default in ("(default: compute)", "(default: 1000)", "(default: 0.95)",
                     "(default: 0)", "(default: 100)"):
         assert default in text
+
+
+def test_every_command_s_imports_resolve():
+    """The commands import what they need when they run: each of those imports
+    names a module or a name that exists (a typo would surface only in a job)."""
+    import ast
+    import importlib
+    import inspect
+
+    from scalestudy.cli import commands
+
+    tree = ast.parse(inspect.getsource(commands))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                               commands.__package__)
+            module = importlib.import_module(base)
+            for alias in node.names:
+                assert hasattr(module, alias.name) or importlib.util.find_spec(
+                    f"{base}.{alias.name}"), f"{base}.{alias.name}"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from scalestudy import __version__
-from scalestudy.commands import EXAMPLES, parser
+from scalestudy.cli.parser import EXAMPLES, parser
 
 
 def test_version():

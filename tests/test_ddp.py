@@ -168,7 +168,7 @@ SCRIPT = """
 import math, os, signal, sys, time
 from datetime import timedelta
 from pathlib import Path
-from scalestudy.commands import run_command
+from scalestudy.cli.parser import run_command
 from scalestudy.training import loop
 from scalestudy.training.modules import Classifier
 

@@ -52,7 +52,7 @@ from scipy.optimize import minimize_scalar
 
 from scalestudy.analysis.frontier.result import FILES, FrontierResult
 from scalestudy.analysis.frontier.stage import frontier
-from scalestudy.commands import run_command
+from scalestudy.cli.parser import run_command
 
 CHINCHILLA_CSV = Path(__file__).parent / "data/chinchilla/svg_extracted_data.csv"
 

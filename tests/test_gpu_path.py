@@ -28,7 +28,7 @@ from cells import TASK
 
 from scalestudy import tasks
 from scalestudy.architectures import ARCHITECTURES
-from scalestudy.commands import run_command
+from scalestudy.cli.parser import run_command
 from scalestudy.models import build_backbone, layers
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records

@@ -30,7 +30,7 @@ from scalestudy.analysis.predict.downstream import fit_metric_map
 from scalestudy.analysis.predict.loss import MAX_CONDITION, fit_loss_law
 from scalestudy.analysis.predict.result import FIGURE_FILES
 from scalestudy.analysis.predict.stage import predict
-from scalestudy.commands import run_command
+from scalestudy.cli.parser import run_command
 
 CHINCHILLA_CSV = Path(__file__).parent / "data/chinchilla/svg_extracted_data.csv"
 EPOCH = {"E": 1.817, "A": 482.01, "B": 2085.43, "alpha": 0.348, "beta": 0.366}
@@ -336,6 +336,6 @@ def test_a_cached_study_is_read_as_its_finished_runs():
 
 def test_the_prediction_imports_neither_torch_nor_matplotlib():
     """matplotlib only when the figure is drawn (tests/test_layout.py checks torch)."""
-    code = ("import sys, scalestudy.analysis.predict.stage, scalestudy.commands; "
+    code = ("import sys, scalestudy.analysis.predict.stage, scalestudy.cli; "
             "bad = {'torch', 'lightning', 'matplotlib'} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

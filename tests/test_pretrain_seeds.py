@@ -80,3 +80,22 @@ def test_the_dag_gives_each_seed_its_own_pretraining_run(tmp_path):
         assert pretrained.endswith(f"/xxs/s{seed}"), (run_dir, pretrained)
     pretrain_seeds = re.findall(r'\\"seed\\": (\d)|"seed": (\d)', done.stdout)
     assert {a or b for a, b in pretrain_seeds} == {"0", "1"}
+
+
+@pytest.mark.parametrize("seeds", ["shared", "per_seed"])
+def test_a_pretraining_spec_is_the_run_of_its_cell_shared_or_per_seed(seeds):
+    """spec.cell, the one identity the commands and the trackers use, is the
+    pretraining run the DAG made the spec for, once placed in the directory
+    the grid names for it; `per_seed`, which says so, is in neither the JSON
+    (a rule param) nor the hash."""
+    config = {**DEFAULT, "grid": GRID, "pretrain": {**DEFAULT["pretrain"], "seeds": seeds}}
+    for cell in grid.pretrain_cells(GRID, per_seed=seeds == "per_seed"):
+        made = specs.pretrain_spec(config, cell.stage, cell.task, cell.arch, cell.size,
+                                   cell.seed)
+        assert "per_seed" not in made
+        spec = specs.PretrainSpec.from_dict(made)
+        placed = spec.placed(f"results/study/{cell.directory}")
+        assert placed.cell == cell
+        assert placed.per_seed == (seeds == "per_seed")
+        assert placed.config_hash() == spec.config_hash()
+        assert spec.placed("elsewhere/run") == spec  # outside a study: as given

@@ -5,9 +5,10 @@ import sys
 import textwrap
 
 import pytest
+from test_configs import DEFAULT_STUDY
 
-from scalestudy.commands import run_recorded
 from scalestudy.locks import RunBusy, run_lock
+from scalestudy.training.job import run_recorded
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -58,3 +59,29 @@ def test_the_other_ranks_of_a_run_share_the_launching_ranks_lock(held, monkeypat
     monkeypatch.setenv("LOCAL_RANK", "1")
     with run_lock(run_dir):
         pass  # a DDP rank started by the run that holds the lock
+
+
+@pytest.mark.parametrize("prior", ["random", "upstream"])
+def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prior):
+    """A run that raises before it trains records `failed` under its cell's
+    identity: a budgeted finetuning run's budget is its cell's (its
+    pretraining's), as its record would have had."""
+    import copy
+
+    from scalestudy.records import read_records
+    from scalestudy.study import grid, specs
+    from scalestudy.training import job, task
+
+    config = copy.deepcopy(DEFAULT_STUDY)
+    config["grid"]["budgets"] = [1e11, 3e11]
+    spec = specs.RunSpec.from_dict(specs.run_spec(config, "listops", "s4", "xs", prior, 1, 1e11))
+    run_dir = tmp_path / grid.Cell("listops", "s4", "xs", prior, 1, 1e11).directory
+
+    def broken(*args):
+        raise FileNotFoundError("no data")
+
+    monkeypatch.setattr(task, "run", broken)
+    record = job.train(spec, tmp_path / "data", run_dir)
+    assert record["status"] == "failed" and "no data" in record["error"]
+    row = read_records(run_dir / "record.parquet").iloc[0]
+    assert (row["prior"], row["seed"], row["budget"]) == (prior, 1, 1e11)

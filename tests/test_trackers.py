@@ -188,3 +188,44 @@ def test_adding_a_tracker_changes_no_spec():
     validate(config)
     for cell in (("listops", "transformer", "xs", "random", 0),):
         assert as_json(run_spec(config, *cell)) == as_json(run_spec(DEFAULT, *cell))
+
+
+@pytest.mark.parametrize("schedule, seeds", [("cosine", "shared"), ("wsd", "per_seed")])
+def test_budgeted_runs_get_distinct_names_and_one_store_per_study(tmp_path, monkeypatch,
+                                                                  schedule, seeds):
+    """Every run of a study with three budgets, opened with two trackers (csv
+    and MLflow) in the directory the workflow gives it: each tracker run is
+    named by its cell (budget and seed included, so no two collide) and every
+    MLflow run lands in the study's one store."""
+    from scalestudy.study import grid
+    from scalestudy.study.specs import PretrainSpec, RunSpec, per_seed, pretrain_spec
+    from scalestudy.training import trackers
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = copy.deepcopy(DEFAULT)
+    config["study"] = "t"
+    config["grid"].update(archs=["transformer"], sizes=["xxs"], priors=["random", "upstream"],
+                          seeds=[0, 1], budgets=[1e11, 3e11, 1e12])
+    config["train"]["schedule"] = schedule
+    config["pretrain"]["seeds"] = seeds
+    study_dir = tmp_path / "results" / "t"
+    runs = [(RunSpec.from_dict(run_spec(config, c.task, c.arch, c.size, c.prior, c.seed,
+                                        c.budget)), c)
+            for c in grid.cells(config["grid"])]
+    runs += [(PretrainSpec.from_dict(pretrain_spec(config, p.stage, p.task, p.arch, p.size,
+                                                   p.seed, p.budget)), p)
+             for p in grid.pretrain_cells(config["grid"], per_seed(config))]
+    assert len(runs) == 12 + 3 * (2 if seeds == "per_seed" else 1)
+    for spec, cell in runs:
+        spec = spec.placed(study_dir / cell.directory)  # as the job places it (training/job.py)
+        assert spec.cell == cell
+        loggers = trackers.open_trackers(spec, study_dir / cell.directory, ("csv", "mlflow"))
+        trackers.stop(loggers, "success")
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("mlflow.db")] == [
+        Path("results/t/mlflow.db")]
+    client = mlflow.MlflowClient(f"sqlite:///{study_dir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("t")
+    names = [r.info.run_name for r in client.search_runs([experiment.experiment_id],
+                                                         max_results=1000)]
+    assert sorted(names) == sorted(f"t/{cell.directory}" for _, cell in runs)
+    assert len(set(names)) == len(runs)

@@ -166,7 +166,7 @@ def test_the_command_prints_one_line_for_an_injected_full_disk(data_dir, tmp_pat
     no traceback, no record, exit 2."""
     import lightning.fabric.utilities.cloud_io as cloud_io
 
-    from scalestudy.commands import run_command
+    from scalestudy.cli.parser import run_command
 
     def full(checkpoint, filepath):
         Path(filepath).write_bytes(b"partial")

@@ -555,7 +555,7 @@ RANKS = """
 import os, sys, time
 from datetime import timedelta
 from pathlib import Path
-from scalestudy.commands import run_command
+from scalestudy.cli.parser import run_command
 from scalestudy.training import loop
 
 rank, mode = os.environ.get("LOCAL_RANK", "0"), sys.argv[1]

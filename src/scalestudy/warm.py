@@ -60,7 +60,7 @@ DISABLE_ENV = "SCALESTUDY_WARM"
 PRELOAD = ("torch", "lightning", "scalestudy.training.task", "scalestudy.training.pretrain",
            "scalestudy.tasks", "scalestudy.analysis.fits", "scalestudy.analysis.figures.draw",
            "scalestudy.analysis.tables", "scalestudy.analysis.claims", "scalestudy.records",
-           "scalestudy.commands")
+           "scalestudy.cli.parser")
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _HEADER = struct.Struct("!Q")
 
@@ -207,7 +207,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         sys.modules["__main__"].__spec__ = importlib.util.find_spec("scalestudy.cli")
         conn.sendall(f"pid {os.getpid()}\n".encode())
         _die_with_client(conn)
-        from .commands import run_command
+        from .cli.parser import run_command
 
         code = run_command(request["argv"])
     except SystemExit as stop:

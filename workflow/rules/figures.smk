@@ -18,12 +18,13 @@ DECLARED = grid_figures(
     Grid.of(GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"],
             config["train"]["protocol"], budgeted=bool(BUDGETS))
 )
-FIGURE_PNGS = [f"{OUT}/figures/{name}.png" for name in DECLARED]
-FIGURE_PDFS = [f"{OUT}/figures/{name}.pdf" for name in DECLARED]
-FIGURE_DATA = [f"{OUT}/figures/{name}.csv" for name in DECLARED]
-FIGURE_INDEX = f"{OUT}/figures/index.md"
-TABLES = [f"{OUT}/tables/{name}" for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv",
-                                               "lra_accuracy.md", "heldout.csv", "heldout.md")]
+FIGURE_PNGS = [f"{ARTIFACT['figures']}/{name}.png" for name in DECLARED]
+FIGURE_PDFS = [f"{ARTIFACT['figures']}/{name}.pdf" for name in DECLARED]
+FIGURE_DATA = [f"{ARTIFACT['figures']}/{name}.csv" for name in DECLARED]
+FIGURE_INDEX = f"{ARTIFACT['figures']}/index.md"
+TABLES = [f"{ARTIFACT['tables']}/{name}"
+          for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md",
+                       "heldout.csv", "heldout.md")]
 
 
 rule figure:
@@ -31,17 +32,17 @@ rule figure:
         CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
-        fits=f"{OUT}/fits.parquet",
+        fits=ARTIFACT["fit"],
     output:
         png=report(
-            f"{OUT}/figures/{{figure}}.png",
+            f"{ARTIFACT['figures']}/{{figure}}.png",
             caption="../report/figure.rst",
             category="Figures",
             labels={"figure": "{figure}"},
         ),
-        pdf=f"{OUT}/figures/{{figure}}.pdf",
-        data=f"{OUT}/figures/{{figure}}.csv",
-        entry=f"{OUT}/figures/index/{{figure}}.json",
+        pdf=f"{ARTIFACT['figures']}/{{figure}}.pdf",
+        data=f"{ARTIFACT['figures']}/{{figure}}.csv",
+        entry=f"{ARTIFACT['figures']}/index/{{figure}}.json",
     wildcard_constraints:
         figure=one_of([stem for stem, (fig, _) in DECLARED.items() if not fig.from_frontier]),
     params:
@@ -60,7 +61,7 @@ rule figure_index:
     conda:
         CONDA_ENV
     input:
-        [f"{OUT}/figures/index/{name}.json" for name in DECLARED],
+        [f"{ARTIFACT['figures']}/index/{name}.json" for name in DECLARED],
     output:
         report(
             FIGURE_INDEX,
@@ -82,29 +83,29 @@ rule tables:
         CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
-        fits=f"{OUT}/fits.parquet",
+        fits=ARTIFACT["fit"],
     output:
         report(
-            f"{OUT}/tables/alpha.csv",
+            f"{ARTIFACT['tables']}/alpha.csv",
             caption="../report/alpha_table.rst",
             category="Tables",
             labels={"table": "scaling coefficients"},
         ),
-        f"{OUT}/tables/alpha.md",
+        f"{ARTIFACT['tables']}/alpha.md",
         report(
-            f"{OUT}/tables/lra_accuracy.csv",
+            f"{ARTIFACT['tables']}/lra_accuracy.csv",
             caption="../report/lra_table.rst",
             category="Tables",
             labels={"table": "test accuracy per prior (LRA style)"},
         ),
-        f"{OUT}/tables/lra_accuracy.md",
+        f"{ARTIFACT['tables']}/lra_accuracy.md",
         report(
-            f"{OUT}/tables/heldout.csv",
+            f"{ARTIFACT['tables']}/heldout.csv",
             caption="../report/heldout_table.rst",
             category="Tables",
             labels={"table": "held-out prediction of the largest size"},
         ),
-        f"{OUT}/tables/heldout.md",
+        f"{ARTIFACT['tables']}/heldout.md",
     params:
         out_dir=lambda wc, output: os.path.dirname(output[0]),
     log:

@@ -9,7 +9,7 @@ rule fit:
     input:
         f"{OUT}/runs.parquet",
     output:
-        f"{OUT}/fits.parquet",
+        ARTIFACT["fit"],
     params:
         x_axis=config["fit"]["x_axis"],
         n_boot=config["fit"]["n_boot"],

@@ -12,7 +12,7 @@
 
 from scalestudy.analysis.frontier.result import FILES as FRONTIER_FILES
 
-FRONTIER = [f"{OUT}/frontier/{name}" for name in FRONTIER_FILES] if BUDGETS else []
+FRONTIER = [f"{ARTIFACT['frontier']}/{name}" for name in FRONTIER_FILES] if BUDGETS else []
 # The figures the frontier feeds (all three, with budgets; figures.smk declares them).
 FRONTIER_FIGURES = [stem for stem, (figure, _) in DECLARED.items() if figure.from_frontier]
 
@@ -31,7 +31,7 @@ if BUDGETS:
         output:
             FRONTIER,
         params:
-            out_dir=f"{OUT}/frontier",
+            out_dir=ARTIFACT["frontier"],
             n_boot=config["fit"]["n_boot"],
             ci=config["fit"]["ci"],
         log:
@@ -45,25 +45,25 @@ if BUDGETS:
             CONDA_ENV
         input:
             runs=f"{OUT}/runs.parquet",
-            fits=f"{OUT}/fits.parquet",
+            fits=ARTIFACT["fit"],
             frontier=FRONTIER,
         output:
             png=report(
-                f"{OUT}/figures/{{figure}}.png",
+                f"{ARTIFACT['figures']}/{{figure}}.png",
                 caption="../report/figure.rst",
                 category="Figures",
                 labels={"figure": "{figure}"},
             ),
-            pdf=f"{OUT}/figures/{{figure}}.pdf",
-            data=f"{OUT}/figures/{{figure}}.csv",
-            entry=f"{OUT}/figures/index/{{figure}}.json",
+            pdf=f"{ARTIFACT['figures']}/{{figure}}.pdf",
+            data=f"{ARTIFACT['figures']}/{{figure}}.csv",
+            entry=f"{ARTIFACT['figures']}/index/{{figure}}.json",
         wildcard_constraints:
             figure=one_of(FRONTIER_FIGURES),
         params:
             tasks=GRID["tasks"],
             caption=lambda wc: DECLARED[wc.figure][0].caption,
             out_dir=lambda wc, output: os.path.dirname(output.png),
-            frontier=f"{OUT}/frontier",
+            frontier=ARTIFACT["frontier"],
         log:
             f"{OUT}/logs/figures/{{figure}}.log",
         shell:

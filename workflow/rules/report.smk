@@ -11,12 +11,12 @@ rule claims:
         CONDA_ENV
     input:
         runs=f"{OUT}/runs.parquet",
-        fits=f"{OUT}/fits.parquet",
+        fits=ARTIFACT["fit"],
         # A study with budgets: the frontier its frontier claims read (frontier.smk).
         frontier=lambda wildcards: FRONTIER,
     output:
         report(
-            f"{OUT}/claims.md",
+            ARTIFACT["claims"],
             caption="../report/claims.rst",
             category="Claims",
             labels={"claims": "the three papers' headline claims"},
@@ -24,7 +24,7 @@ rule claims:
     params:
         n_boot=config["fit"]["n_boot"],
         ci=config["fit"]["ci"],
-        frontier=f"--frontier {OUT}/frontier" if BUDGETS else "",
+        frontier=f"--frontier {ARTIFACT['frontier']}" if BUDGETS else "",
     log:
         f"{OUT}/logs/claims.log",
     shell:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..priors import PRIORS
 from ..stages import STAGES, seeded
@@ -142,19 +143,38 @@ def trunk_of(run, grid: dict):
     return dataclasses.replace(run, budget=every[-1])
 
 
-def trunk_directory(run_dir, own, trunk_budget: float):
+def study_directory(run_dir, run) -> Path:
+    """The study's results directory holding `run_dir`, the directory of `run`
+    (a Cell or PretrainCell). ValueError if `run_dir` is not `run`'s."""
+    run_dir = Path(run_dir)
+    suffix = Path(run.directory).parts
+    if run_dir.parts[-len(suffix):] != suffix:
+        raise ValueError(f"{run_dir}: not the directory of a run {run.directory}")
+    return run_dir.parents[len(suffix) - 1]
+
+
+def trunk_directory(run_dir, own, trunk_budget: float) -> Path:
     """The directory of the trunk of the branch `own` (a Cell or
     PretrainCell) that runs in `run_dir`: the same results directory, at
     `trunk_budget`'s directory. ValueError if `run_dir` is not `own`'s."""
-    from pathlib import Path
+    try:
+        study = study_directory(run_dir, own)
+    except ValueError as err:
+        raise ValueError(f"{err}, so its trunk's cannot be found beside it; give it "
+                         f"(--trunk)") from None
+    return study / dataclasses.replace(own, budget=trunk_budget).directory
 
-    run_dir = Path(run_dir)
-    trunk = dataclasses.replace(own, budget=trunk_budget)
-    suffix = Path(own.directory).parts
-    if run_dir.parts[-len(suffix):] != suffix:
-        raise ValueError(f"{run_dir}: not the directory of a run {own.directory}, so its "
-                         f"trunk's cannot be found beside it; give it (--trunk)")
-    return run_dir.parents[len(suffix) - 1] / trunk.directory
+
+def trunk_beside(run_dir, own, trunk_budget: float | None) -> Path | None:
+    """A wsd branch's trunk directory beside its own (`trunk_directory`); None
+    for a run that is no branch (`trunk_budget` None), or one whose directory
+    is not its cell's (the run then asks for --trunk: training/branches.py)."""
+    if trunk_budget is None:
+        return None
+    try:
+        return trunk_directory(run_dir, own, trunk_budget)
+    except ValueError:
+        return None
 
 
 def forks_of(run, grid: dict) -> list[float]:

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..options import spec_values
 from ..stages import STAGES
@@ -43,9 +44,15 @@ def batch_shares(batch_size: int, world: int, micro_batch: int,
 
 
 class Spec:
-    """What RunSpec and PretrainSpec share: parsing from JSON and the hash."""
+    """What RunSpec and PretrainSpec share: parsing from JSON, the hash, and
+    the run's identity (`cell`)."""
 
     train_section = "train"  # the study section its schedule comes from, for errors
+    # Fields that say which run this is, not how it trains: never in the hash,
+    # nor in the JSON `run_spec` and `pretrain_spec` write (a rule param, which
+    # Snakemake reruns a finished job for when it changes); a job reads them
+    # from its run directory, which the grid named by the cell (`placed`).
+    identity_fields: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, spec: dict):
@@ -63,8 +70,27 @@ class Spec:
     def check(self) -> None:
         """Raises ValueError for a spec that cannot run."""
 
+    def placed(self, run_dir):
+        """This spec with the identity fields its run directory states: the one
+        of `identity_choices` whose cell's directory `run_dir` is (under a
+        study's results); itself for a run outside a study's layout."""
+        parts = Path(run_dir).parts
+        for fields in self.identity_choices(parts):
+            spec = dataclasses.replace(self, **fields)
+            suffix = Path(spec.cell.directory).parts
+            if parts[-len(suffix):] == suffix:
+                return spec
+        return self
+
+    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
+        """The values the identity fields could take for a run in a directory
+        of these parts, most specific first."""
+        return [{}]
+
     def config_hash(self) -> str:
         spec = dataclasses.asdict(self)
+        for name in self.identity_fields:
+            del spec[name]
         spec["train"] = spec_values(TrainConfig, spec["train"])
         spec["trainer"] = spec_values(TrainerConfig, spec["trainer"])
         text = json.dumps(spec, sort_keys=True)
@@ -84,6 +110,24 @@ class RunSpec(Spec):
     task_config: dict = field(default_factory=dict)
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    # The cell's budget where its pretraining spends it (a prior that
+    # pretrains: train.budget is then None, the run keeping train.max_steps).
+    pretrain_budget: float | None = None
+
+    identity_fields = ("pretrain_budget",)
+
+    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
+        """A finetuning run's cell budget is its directory's b<budget> segment."""
+        if self.train.budget is not None:
+            return [{}]
+        labels = [p[1:] for p in parts if p.startswith("b") and _is_budget_label(p[1:])]
+        return [*({"pretrain_budget": float(label)} for label in labels), {}]
+
+    @property
+    def cell(self) -> grid.Cell:
+        """The grid cell this run is (its budget included)."""
+        budget = self.train.budget if self.pretrain_budget is None else self.pretrain_budget
+        return grid.Cell(self.task, self.arch, self.size, self.prior, self.seed, budget)
 
 
 @dataclass(frozen=True)
@@ -100,8 +144,16 @@ class PretrainSpec(Spec):
     span: float | None = None  # mean span length; None = independent tokens
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    # pretrain.seeds: per_seed: the run is its finetuning seed's (`seed`), not
+    # shared by every seed (then `seed` is pretrain.seed).
+    per_seed: bool = False
 
     train_section = "pretrain"
+    identity_fields = ("per_seed",)
+
+    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
+        """A pretraining run per seed has its s<seed> segment; a shared one none."""
+        return [{"per_seed": True}, {}]
 
     def check(self) -> None:
         STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
@@ -115,6 +167,22 @@ class PretrainSpec(Spec):
     @property
     def stage(self):
         return STAGES[self.kind]
+
+    @property
+    def cell(self) -> grid.PretrainCell:
+        """The pretraining run of the grid this is (its seed when per seed, its
+        budget)."""
+        return grid.PretrainCell(self.kind, self.corpus if self.stage.on_task else None,
+                                 self.arch, self.size, self.seed if self.per_seed else None,
+                                 self.train.budget)
+
+
+def _is_budget_label(text: str) -> bool:
+    """Whether `text` is a budget as the grid labels it (grid.budget_label)."""
+    try:
+        return grid.budget_label(float(text)) == text
+    except ValueError:
+        return False
 
 
 def task_section(config: dict, task: str) -> dict:

@@ -177,3 +177,13 @@ def report(status: Status) -> str:
         lines.append(f"{total['interrupted']} runs were interrupted (their Snakemake is gone): "
                      "the same snakemake command reruns them")
     return "\n".join(lines)
+
+
+def only_study(results: Path = Path("results")) -> Path:
+    """The one study under `results` (`scalestudy status` without a study);
+    ValueError naming those there when there is not exactly one."""
+    studies = sorted(p for p in Path(results).glob("*") if p.is_dir())
+    if len(studies) != 1:
+        raise ValueError("name the study: results/<study> ("
+                         + (", ".join(map(str, studies)) or "no results/ here") + ")")
+    return studies[0]

@@ -189,16 +189,22 @@ def require(names, field: str = "trainer.loggers") -> None:
 
 
 def run_name(spec) -> tuple[str, str]:
-    """The run's directory under its study's results (the grid's pattern) and
-    its tracker name, `<study>/<directory>`."""
-    from ..study.grid import Cell, PretrainCell
-
-    if hasattr(spec, "kind"):  # a PretrainSpec: named by its stage
-        task = spec.corpus if spec.stage.on_task else None
-        directory = PretrainCell(spec.kind, task, spec.arch, spec.size).directory
-    else:
-        directory = Cell(spec.task, spec.arch, spec.size, spec.prior, spec.seed).directory
+    """The run's directory under its study's results (its cell's) and its
+    tracker name, `<study>/<directory>`."""
+    directory = spec.cell.directory
     return directory, f"{spec.study}/{directory}"
+
+
+def study_directory(spec, run_dir: Path) -> Path:
+    """The study's results directory, whose stores (mlflow.db, wandb/) every run
+    of the study shares: the one holding run_dir as its cell's directory, else
+    (a run outside a study's results) run_dir itself."""
+    from ..study.grid import study_directory
+
+    try:
+        return study_directory(run_dir, spec.cell)
+    except ValueError:
+        return Path(run_dir)
 
 
 def hyperparameters(spec) -> dict:
@@ -229,10 +235,8 @@ def open_trackers(spec, run_dir: Path, names=None) -> list:
     run_dir = Path(run_dir)
     if rank_zero_only.rank != 0:  # DDP's other ranks log nothing
         return []
-    directory, name = run_name(spec)
-    study_dir = run_dir
-    if run_dir.as_posix().endswith(directory):  # results/<study>/<directory>
-        study_dir = Path(run_dir.as_posix()[: -len(directory)] or ".")
+    _, name = run_name(spec)
+    study_dir = study_directory(spec, run_dir)
     config_hash = spec.config_hash()
     trackers = [TRACKERS[n] for n in names]
     resumed_step = ids = None

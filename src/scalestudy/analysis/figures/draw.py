@@ -1,6 +1,6 @@
 """Drawing a study's figures: one (`draw_figure`, the workflow's `figure`
-rule) or every figure of the registry (`plot_all`: `scalestudy plot` and
-`analyse`), and figures/index.md, which lists each figure with its files or
+rule) or every figure of the registry (`plot_all`: the figures stage of
+`scalestudy analyse`), and figures/index.md, which lists each figure with its files or
 the reason it was not drawn; and the frontier's figures of any table
 (`draw_frontier`: `scalestudy frontier`). The frontier's figures draw the
 frontier's result, given as `frontier` (analysis/frontier), the others the

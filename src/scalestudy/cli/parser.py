@@ -1,270 +1,23 @@
-"""The `scalestudy` commands: the table of subcommands (`parser`) and
-`run_command`, which runs one in this process.
+"""The `scalestudy` command table: every command's name, options, help and
+example (`parser`), and `run_command`, which parses a command line and runs
+its command (cli/commands.py) in this process.
 
 The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
 `fit`, `figure`, `figure-index`, `tables`, `claims` and, for a study with
-budgets, `frontier`; `analyse` regenerates a cached study's outputs,
+budgets, `frontier`; `analyse` runs a cached study's analysis stages,
 `frontier` fits the compute-optimal frontier of any table of runs too, and
-`status` says where a running study stands. Each command imports what it
-needs when it runs, so the analysis commands never load torch.
-The entry point (cli.py) first offers a command to the warm server (warm.py),
-which runs it here in a forked child.
+`status` says where a running study stands.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import traceback
 from pathlib import Path
 
-from .analysis import X_AXES
-
-
-def cmd_data(args) -> None:
-    from . import tasks
-
-    manifest = tasks.prepare(args.task, json.loads(args.config), args.out_dir)
-    counts = {split: info["n"] for split, info in manifest["splits"].items()}
-    print(f"{args.task} ({manifest['standin'] or 'LRA release'}): {counts} examples of "
-          f"{manifest['seq_len']} tokens in {args.out_dir}")
-
-
-def run_recorded(work, identity: dict, record_path: Path) -> dict:
-    """Run `work` (a training or pretraining run); if it raises before it could
-    train (its data, its checkpoint, its model), write a failed record with the
-    error instead, so the study goes on and the failure is visible in it. The
-    traceback goes to the job's log. One process at a time runs in the run's
-    directory (locks.run_lock): a second one exits 1 with no record."""
-    from .atomic import no_space
-    from .locks import RunBusy, run_lock
-    from .records import failed_record, write_record
-
-    try:
-        with run_lock(record_path.parent):
-            return work()
-    except RunBusy as busy:
-        print(busy.message, file=sys.stderr, flush=True)
-        raise
-    except Exception as err:
-        full = no_space(err, record_path.parent)
-        if full:  # a full disk: the command's one error line, no record
-            raise full from None
-        traceback.print_exc()
-        record = failed_record(identity, err)
-        write_record(record, record_path)
-        return record
-
-
-def _summary(record: dict, metric: str) -> str:
-    if record["status"] == "failed" and record["steps"] is None:
-        return f"failed: {record['error']}"
-    if record["status"] == "diverged":
-        return f"diverged: non-finite loss at step {record['diverged_step']}"
-    return (f"{record['status']}: {metric}={record[metric]:.4f} steps={record['steps']} "
-            f"wall={record['wall_seconds']:.1f}s")
-
-
-def branch_trunk(given, spec, run_dir, own) -> Path | None:
-    """A wsd branch's trunk directory: --trunk, else the one beside its own
-    (study.grid.trunk_directory); None for every other run."""
-    if given is not None or spec.train.branch_of is None:
-        return given
-    from .study.grid import trunk_directory
-
-    try:
-        return trunk_directory(run_dir, own, spec.train.branch_of)
-    except ValueError:
-        return None  # the run says it needs --trunk (training/branches.py)
-
-
-def cmd_train(args) -> None:
-    from .priors import PRIORS
-    from .study.grid import Cell
-    from .study.specs import RunSpec
-    from .training.task import run
-
-    spec = RunSpec.from_dict(json.loads(args.spec))  # a bad spec fails the job
-    identity = {"study": spec.study, "task": spec.task, "arch": spec.arch, "size": spec.size,
-                "prior": spec.prior, "seed": spec.seed, "stage": PRIORS[spec.prior].stage,
-                "budget": spec.train.budget}
-    own = Cell(spec.task, spec.arch, spec.size, spec.prior, spec.seed, spec.train.budget)
-    trunk = branch_trunk(args.trunk, spec, args.run_dir, own)
-    record = run_recorded(lambda: run(spec, args.data_dir, args.run_dir, args.pretrained,
-                                      trunk),
-                          identity, Path(args.run_dir) / "record.parquet")
-    print(_summary(record, "test_acc"))
-
-
-def cmd_pretrain(args) -> None:
-    import dataclasses
-
-    from .study.grid import PretrainCell
-    from .study.specs import PretrainSpec
-    from .training.pretrain import run_pretrain
-
-    spec = PretrainSpec.from_dict(json.loads(args.spec))
-    identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
-                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind,
-                "budget": spec.train.budget}
-    seeded = PretrainCell(spec.kind, spec.corpus if spec.stage.on_task else None, spec.arch,
-                          spec.size, spec.seed, spec.train.budget)
-    candidates = (seeded, dataclasses.replace(seeded, seed=None))
-    own = next((c for c in candidates if Path(args.out_dir).as_posix().endswith(c.directory)),
-               seeded)
-    trunk = branch_trunk(args.trunk, spec, args.out_dir, own)
-    record = run_recorded(lambda: run_pretrain(spec, args.data_dir, args.out_dir, trunk),
-                          identity, Path(args.out_dir) / "record.parquet")
-    print(_summary(record, "val_loss"))
-
-
-def cmd_corpus(args) -> None:
-    from .tasks import upstream
-
-    counts = upstream.prepare(upstream.config_from(json.loads(args.config)), args.out_dir)
-    print(f"upstream corpus: {counts} sequences in {args.out_dir}")
-
-
-def cmd_collect(args) -> None:
-    from .records import collect, write_frame
-
-    frame = collect(args.records)
-    write_frame(frame, args.out)
-    counts = frame["status"].value_counts().to_dict()
-    print(f"collected {len(frame)} runs into {args.out}: {counts}")
-
-
-def cmd_fit(args) -> None:
-    from .analysis.fits import fit_study, write_fits
-    from .records import read_records
-
-    fits = fit_study(
-        read_records(args.runs), x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-        n_boot_saturating=args.n_boot_saturating,
-    )
-    write_fits(fits, args.out)
-    print(fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
-
-
-def _read(args):
-    import pandas as pd
-    import pyarrow as pa
-
-    from .records import read_records
-
-    runs = read_records(args.runs)
-    try:
-        return runs, pd.read_parquet(args.fits)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
-
-
-def _frontier(args):
-    """The frontier `--frontier` names (its directory), else None."""
-    from .analysis.frontier.result import FrontierResult
-
-    return None if args.frontier is None else FrontierResult.read(args.frontier)
-
-
-def cmd_plot(args) -> None:
-    from .analysis.figures.draw import plot_all
-
-    runs, fits = _read(args)
-    for path in plot_all(runs, fits, args.out_dir, tasks=args.tasks, workers=args.workers,
-                         frontier=_frontier(args)):
-        print(f"wrote {path}")
-
-
-def cmd_figure(args) -> None:
-    """One figure the study's grid feeds (the workflow's `figure` rule): its
-    files, or a notice saying why it has none, and its index entry."""
-    from .analysis.figures.draw import draw_figure, write_entry
-
-    runs, fits = _read(args)
-    entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True,
-                        frontier=_frontier(args))
-    write_entry(entry, args.entry)
-    print(f"{args.name}: " + (", ".join(map(str, entry.files)) if entry.drawn else
-                              f"not drawn ({entry.reason}); a notice stands in its place"))
-
-
-def cmd_figure_index(args) -> None:
-    """figures/index.md from the entries of the figures drawn, the rest of the
-    registry's figures listed as not fed by the grid."""
-    from .analysis.figures import figure_names
-    from .analysis.figures.draw import read_entry, undeclared
-    from .analysis.figures.output import write_index
-
-    drawn = {e.name: e for e in map(read_entry, args.entries)}
-    entries = {stem: drawn.get(stem) or undeclared(stem, args.tasks)
-               for stem in figure_names(args.tasks)}
-    print(f"wrote {write_index(entries, args.out.parent)}")
-
-
-def cmd_tables(args) -> None:
-    from .analysis.tables import write_tables
-
-    runs, fits = _read(args)
-    for path in write_tables(runs, fits, args.out_dir):
-        print(f"wrote {path}")
-
-
-def cmd_claims(args) -> None:
-    from .analysis.claims import write_claims
-
-    runs, fits = _read(args)
-    checks = write_claims(runs, fits, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-                          frontier=_frontier(args))
-    print(f"wrote {args.out}: {checks['verdict'].value_counts().to_dict()}")
-
-
-def cmd_status(args) -> None:
-    from .study.status import report, study_status
-
-    print(report(study_status(args.study_dir or _only_study())))
-
-
-def _only_study() -> Path:
-    studies = sorted(p for p in Path("results").glob("*") if p.is_dir())
-    if len(studies) != 1:
-        raise ValueError("name the study: results/<study> ("
-                         + (", ".join(map(str, studies)) or "no results/ here") + ")")
-    return studies[0]
-
-
-def cmd_analyse(args) -> None:
-    """fits.parquet, frontier/ (runs with budgets), figures/, tables/ and
-    claims.md of one runs file, in one process."""
-    import time
-
-    from .analysis.claims import write_claims
-    from .analysis.figures.draw import plot_all
-    from .analysis.fits import fit_study, write_fits
-    from .analysis.frontier.stage import study_frontier, write_frontier
-    from .analysis.tables import write_tables
-    from .records import read_records
-
-    start = time.perf_counter()
-    out = Path(args.out_dir)
-    runs = read_records(args.runs)
-    fits = fit_study(runs, x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-                     n_boot_saturating=args.n_boot_saturating)
-    write_fits(fits, out / "fits.parquet")
-    paths = [out / "fits.parquet"]
-    frontier = study_frontier(runs, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
-    if frontier is not None:
-        paths += write_frontier(frontier, out / "frontier", figures=False)
-    paths += plot_all(runs, fits, out / "figures", workers=args.workers, frontier=frontier)
-    paths += write_tables(runs, fits, out / "tables")
-    checks = write_claims(runs, fits, out / "claims.md", n_boot=args.n_boot, ci=args.ci,
-                          seed=args.seed, frontier=frontier)
-    paths.append(out / "claims.md")
-    for path in paths:
-        print(f"wrote {path}")
-    print(f"{len(runs)} runs, {len(fits)} fits, claims {checks['verdict'].value_counts().to_dict()}"
-          f" in {time.perf_counter() - start:.1f}s")
+from ..analysis import X_AXES
+from . import commands
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
@@ -320,8 +73,6 @@ EXAMPLES = {
     "collect": "scalestudy collect results/default/runs/*/*/*/*/*/record.parquet "
                "--out results/default/runs.parquet",
     "fit": "scalestudy fit data/cache/workstation.parquet --out /tmp/fits.parquet --n-boot 200",
-    "plot": "scalestudy plot results/default/runs.parquet results/default/fits.parquet "
-            "--out-dir /tmp/figures",
     "figure": "scalestudy figure results/default/runs.parquet results/default/fits.parquet "
               "--name error_vs_compute \\\n      --out-dir /tmp/figures --entry /tmp/entry.json "
               "--tasks listops",
@@ -389,21 +140,6 @@ def _frontier_options(p) -> None:
                         "(analysis/frontier/study.py; by arch and prior)")
 
 
-def cmd_frontier(args) -> None:
-    from .analysis.frontier.stage import frontier
-    from .analysis.frontier.study import read_fit_table
-
-    result = frontier(
-        read_fit_table(args.table) if args.from_runs else args.table, args.out_dir,
-        predict=args.predict, by=args.by, curves=args.curves, n_boot=args.n_boot, ci=args.ci,
-        seed=args.seed, budget_gap=args.budget_gap, max_span=args.max_span,
-        min_sizes=args.min_sizes, window=args.window, compute_axis=args.compute_axis,
-        n_polish=args.n_polish, figures=not args.no_figures, loss_label=args.loss_label,
-    )
-    print("\n".join(result.summary()))
-    print(f"wrote {len(result.paths)} files to {args.out_dir}")
-
-
 def _predict_options(p) -> None:
     p.add_argument("table", help="CSV or Parquet of runs: params, loss, tokens and/or compute; "
                                  "optional group columns (arch, prior), seed, a metric column, "
@@ -443,20 +179,6 @@ def _predict_options(p) -> None:
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
 
 
-def cmd_predict(args) -> None:
-    from .analysis.predict.stage import predict
-
-    result = predict(
-        args.table, args.out_dir, args.at, args.by, metric=args.metric,
-        with_holdout=args.holdout, from_runs=args.from_runs, n_boot=args.n_boot, ci=args.ci,
-        seed=args.seed, n_polish=args.n_polish, compute_axis=args.compute_axis,
-        min_fraction=args.min_fraction, figures=not args.no_figures,
-        loss_label=args.loss_label,
-    )
-    print("\n".join(result.summary()))
-    print(f"wrote {len(result.files)} files to {args.out_dir}")
-
-
 def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -468,7 +190,7 @@ def _workers_option(p) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     top = argparse.ArgumentParser(prog="scalestudy", description=DESCRIPTION,
                                   formatter_class=_HelpFormatter,
@@ -492,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory to write train.npz, val.npz, test.npz and manifest.json "
                    "into (replaced whole)")
-    p.set_defaults(func=cmd_data)
+    p.set_defaults(func=commands.cmd_data)
 
     p = command("train", "train one grid cell and write its run record")
     p.add_argument("--spec", required=True, help="the run spec as JSON (study.specs.RunSpec)")
@@ -509,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
                    "branch starts (training/branches.py); by default the trunk's directory "
                    "beside the branch's own in the study's results")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=commands.cmd_train)
 
     p = command("pretrain", "pretrain one backbone (spt or upstream)")
     p.add_argument("--spec", required=True,
@@ -523,20 +245,20 @@ def parser() -> argparse.ArgumentParser:
                    help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
                    "branch starts (training/branches.py); by default the trunk's directory "
                    "beside the branch's own in the study's results")
-    p.set_defaults(func=cmd_pretrain)
+    p.set_defaults(func=commands.cmd_pretrain)
 
     p = command("corpus", "prepare the upstream corpus")
     p.add_argument("--config", required=True,
                    help="the upstream config as JSON (the study's upstream section)")
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory to write train.pt, val.pt, test.pt and manifest.json into")
-    p.set_defaults(func=cmd_corpus)
+    p.set_defaults(func=commands.cmd_corpus)
 
     p = command("collect", "validate run records into one runs.parquet")
     p.add_argument("records", nargs="*", type=Path,
                    help="the run records (record.parquet files) to validate and concatenate")
     p.add_argument("--out", required=True, type=Path, help="the runs.parquet to write")
-    p.set_defaults(func=cmd_collect)
+    p.set_defaults(func=commands.cmd_collect)
 
     p = command("fit", "fit power laws to a runs.parquet (or a cached study)")
     p.add_argument("runs", type=Path, help=runs_help)
@@ -544,20 +266,7 @@ def parser() -> argparse.ArgumentParser:
     _fit_options(p)
     p.add_argument("--n-boot-saturating", type=int, default=100,
                    help="bootstrap resamples of each saturating fit (each is a refit)")
-    p.set_defaults(func=cmd_fit)
-
-    p = command("plot", "every figure from runs.parquet and fits.parquet")
-    p.add_argument("runs", type=Path, help=runs_help)
-    p.add_argument("fits", type=Path, help=fits_help)
-    p.add_argument("--out-dir", required=True, type=Path,
-                   help="directory for the figures (PNG and PDF)")
-    p.add_argument("--tasks", nargs="*", help="one accuracy figure per task (default: the "
-                   "tasks in the runs)")
-    p.add_argument("--frontier", type=Path, metavar="DIR",
-                   help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
-                   "which its figures draw; omitted for a study without budgets")
-    _workers_option(p)
-    p.set_defaults(func=cmd_plot)
+    p.set_defaults(func=commands.cmd_fit)
 
     p = command("figure", "one figure of the registry, or a notice of why it has no data")
     p.add_argument("runs", type=Path, help=runs_help)
@@ -573,21 +282,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--frontier", type=Path, metavar="DIR",
                    help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
                    "which its figures draw; omitted for a study without budgets")
-    p.set_defaults(func=cmd_figure)
+    p.set_defaults(func=commands.cmd_figure)
 
     p = command("figure-index", "figures/index.md from the figures' entries")
     p.add_argument("entries", nargs="*", type=Path,
                    help="the entries `scalestudy figure` wrote (JSON)")
     p.add_argument("--out", required=True, type=Path, help="the index.md to write")
     p.add_argument("--tasks", nargs="+", required=True, help="the study's tasks")
-    p.set_defaults(func=cmd_figure_index)
+    p.set_defaults(func=commands.cmd_figure_index)
 
     p = command("tables", "alpha and LRA-style accuracy tables (CSV, Markdown)")
     p.add_argument("runs", type=Path, help=runs_help)
     p.add_argument("fits", type=Path, help=fits_help)
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for the tables (CSV and Markdown)")
-    p.set_defaults(func=cmd_tables)
+    p.set_defaults(func=commands.cmd_tables)
 
     p = command("claims", "check the papers' claims; write claims.md")
     p.add_argument("runs", type=Path, help=runs_help)
@@ -602,18 +311,18 @@ def parser() -> argparse.ArgumentParser:
                    help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
                    "whose fits and replicates the frontier claims read; omitted for a study "
                    "without budgets, or to fit it here as the frontier rule does")
-    p.set_defaults(func=cmd_claims)
+    p.set_defaults(func=commands.cmd_claims)
 
     p = command("frontier", "the compute-optimal frontier of a table of runs (Hoffmann et "
                 "al. 2022, approaches 1-3): N_opt ~ C^a and D_opt ~ C^b per architecture")
     _frontier_options(p)
-    p.set_defaults(func=cmd_frontier)
+    p.set_defaults(func=commands.cmd_frontier)
 
     p = command("predict", "predict the loss (and a downstream metric) of larger runs from a "
                 "ladder of runs: L(N, D) of Hoffmann et al. 2022, approach 3, with prediction "
                 "intervals")
     _predict_options(p)
-    p.set_defaults(func=cmd_predict)
+    p.set_defaults(func=commands.cmd_predict)
 
     p = command("analyse", "fits, frontier, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")
@@ -625,7 +334,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--n-boot-saturating", type=int, default=100,
                    help="bootstrap resamples of each saturating fit (each is a refit)")
     _workers_option(p)
-    p.set_defaults(func=cmd_analyse)
+    p.set_defaults(func=commands.cmd_analyse)
 
     p = command("status", "where a study stands: per stage its runs done, running, failed, "
                 "diverged or pending; the failed runs' errors and logs; training time spent "
@@ -633,7 +342,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("study_dir", nargs="?", type=Path,
                    help="the study's results directory, results/<study> (default: the one "
                    "study under results/)")
-    p.set_defaults(func=cmd_status)
+    p.set_defaults(func=commands.cmd_status)
     for parser_ in (top, *sub.choices.values()):
         for action in parser_._actions:
             action.metavar = _metavar(action)
@@ -641,6 +350,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run_command(argv: list[str]) -> int:
+    """Parse `argv` and run its command here; 2 with one line of error for a
+    ValueError or OSError (a bad input, a full disk), else 0."""
     args = parser().parse_args(argv)
     try:
         args.func(args)

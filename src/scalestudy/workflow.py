@@ -1,0 +1,226 @@
+"""What the Snakemake workflow does besides running its rules, called from
+workflow/rules/common.smk with Snakemake's `workflow` object and `config`:
+
+- `prepare`, while the Snakefile is parsed (every invocation, dry runs too):
+  stale locks removed, the SIGUSR1 disposition of cluster jobs, the jobs'
+  environment, the config check, the local GPUs as a resource;
+- `start_study` (onstart) and `end_study` (onsuccess, onerror): the study's
+  lock, its saved config, the trackers' shared stores, GPU slots and the warm
+  server;
+- the specs and inputs the rules' functions hand each job, from its
+  wildcards, which name its grid cell (`run_cell`, `pretrain_run_cell`: the
+  cell the job's spec is, `spec.cell`, once placed in its directory).
+
+Torch-free: the DAG imports it on every invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+from .study import grid, resources, specs
+
+# The Snakefile's `workflow` object: where Snakemake runs its jobs.
+#   local_exec: jobs on this machine; remote_exec: this process is a cluster
+#   job; subprocess_exec: a job's own Snakemake on this machine.
+
+
+def prepare(workflow, config: dict):
+    """Everything the workflow does while it is parsed; returns the local GPUs
+    (resources.local_gpus) that a GPU study's jobs share."""
+    from .study import check_memory, machine_memory, trains_in_host_memory, validate
+    from .tasks import check_releases
+    from .training import trackers
+
+    clear_stale_locks(workflow)
+    ignore_usr1(workflow)
+    os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
+    # One clear error naming the field and what it accepts, before any job
+    # runs: the schema and what it cannot express (scalestudy.study), which
+    # completes `config` with the options the study does not state; then, for
+    # jobs on this machine's RAM, each size's estimated training memory.
+    validate(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
+    if workflow.local_exec and trains_in_host_memory(config):
+        check_memory(config, machine_memory())
+    # A task read from LRA's release (source: lra) needs its files before any job.
+    check_releases(config)
+    # The jobs' trackers (trainer.loggers): by the environment, not the spec,
+    # so that adding one reruns no job (scalestudy.training.trackers).
+    os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
+    return register_gpus(workflow, config)
+
+
+def clear_stale_locks(workflow) -> None:
+    """A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind:
+    the same command must finish it, so a lock whose holder is gone is removed
+    (not inside a cluster job, which holds no lock)."""
+    from .locks import clear_stale
+
+    if not workflow.remote_exec:
+        stale = clear_stale()
+        if stale:
+            print(stale)
+
+
+def ignore_usr1(workflow) -> None:
+    """In a cluster job, SLURM's warning before the time limit
+    (--signal=USR1@<s>, profiles/slurm) reaches every process of the job step:
+    the job's own Snakemake and its shell ignore it (and the shell passes the
+    run the ignored disposition, which the run replaces), so only the run
+    acts: it checkpoints and exits for a retry to resume
+    (scalestudy.training.resume)."""
+    if workflow.remote_exec or workflow.subprocess_exec:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
+def conda_env(workflow) -> str | None:
+    """The jobs' software (`conda:` in every rule; --software-deployment-method
+    conda): the package installed from this checkout. Named only when conda
+    deploys it: an unused env still costs every job's bookkeeping time at its
+    end, which widened the window in which a killed study's finished job counts
+    as incomplete (tests/test_workflow.py). Hence `snakemake --lint` ("Specify
+    a conda environment ... for each rule") flags each rule unless run with
+    --software-deployment-method conda (deliberate)."""
+    from snakemake.settings.types import DeploymentMethod
+
+    deploys = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    return "../envs/scalestudy.yaml" if deploys else None
+
+
+def register_gpus(workflow, config: dict):
+    """A local GPU study runs no more GPU jobs at once than this process may
+    use (or --resources gpu=N). Registered while the workflow is parsed:
+    Snakemake builds its scheduler's limits from the resources it has then, and
+    one registered later (at onstart) changes the count it shows, not the
+    limit. Returns the local GPUs."""
+    gpus = resources.local_gpus()
+    if (workflow.local_exec and gpus and resources.trains_on_gpus(config, gpus)
+            and "gpu" not in workflow.global_resources):
+        workflow.register_resource("gpu", gpus)
+    return gpus
+
+
+def start_study(workflow, config: dict, out: str, gpus) -> None:
+    """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
+    its executor) a study names its accelerator. Jobs that run on this machine
+    fork from one warm process that has torch, Lightning and the analysis
+    stack imported (scalestudy.warm), instead of each paying seconds of
+    imports, and a GPU study's jobs take GPUs no other job holds: the `gpu`
+    resource (`register_gpus`) and a lock file per GPU
+    (scalestudy.training.devices). Cluster jobs run their command directly,
+    on the GPUs SLURM gave them."""
+    import yaml
+
+    from .atomic import write_text
+    from .locks import claim
+    from .study import check_cluster
+    from .study import status as study_status
+    from .training import trackers
+
+    if not workflow.local_exec:
+        check_cluster(config)
+    claim()  # this process holds locks (see scalestudy.locks)
+    # The study's config as it runs, for `scalestudy status` (scalestudy.study.status).
+    write_text(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False),
+               os.path.join(out, study_status.CONFIG))
+    trackers.prepare(config["trainer"]["loggers"], config["study"], out)
+    if not workflow.local_exec:
+        return
+    if gpus and resources.trains_on_gpus(config, gpus):
+        slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
+        os.environ[resources.SLOTS_ENV] = str(slots.resolve())
+    from . import warm
+
+    warm.start()
+
+
+def end_study() -> None:
+    """This process no longer holds the study's locks (Snakemake removes them
+    as it ends), and its scheduler's wake-ups stop."""
+    from .locks import release
+
+    release()
+    stop_rescheduling_timers()
+
+
+def stop_rescheduling_timers() -> None:
+    """Cancel Snakemake's pending scheduler wake-ups (threading.Timer, one per
+    loop, max-jobs-per-timespan apart; profiles/default): they are not daemon
+    threads, so the finished run would otherwise wait up to a timespan to exit."""
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
+# --- the jobs' specs and inputs, from their wildcards --------------------------------
+
+def _budget(config: dict, wildcards) -> float | None:
+    return grid.budget_of(config["grid"], wildcards.get("budget"))
+
+
+def train_spec(config: dict, wildcards) -> dict:
+    """A train job's RunSpec as the dict `scalestudy train` reads; as a rule
+    param (JSON), a change to it (steps, lr, the task's data...) reruns exactly
+    the runs it affects."""
+    return specs.run_spec(config, wildcards.get("task"), wildcards.get("arch"),
+                          wildcards.get("size"), wildcards.get("prior"),
+                          int(wildcards.get("seed")), _budget(config, wildcards))
+
+
+def pretraining_spec(config: dict, wildcards) -> dict:
+    """A pretrain job's PretrainSpec as the dict `scalestudy pretrain` reads."""
+    seed = wildcards.get("seed")
+    return specs.pretrain_spec(config, wildcards.get("stage"), wildcards.get("task"),
+                               wildcards.get("arch"), wildcards.get("size"),
+                               int(seed) if seed is not None else None,
+                               _budget(config, wildcards))
+
+
+def run_cell(config: dict, wildcards) -> grid.Cell:
+    """A train job's grid cell, as its wildcards name it."""
+    return grid.Cell(wildcards.get("task"), wildcards.get("arch"), wildcards.get("size"),
+                     wildcards.get("prior"), int(wildcards.get("seed")),
+                     _budget(config, wildcards))
+
+
+def pretrain_run_cell(config: dict, wildcards) -> grid.PretrainCell:
+    """A pretrain job's run, as its wildcards name it."""
+    seed = wildcards.get("seed")
+    return grid.PretrainCell(wildcards.get("stage"), wildcards.get("task"), wildcards.get("arch"),
+                             wildcards.get("size"), int(seed) if seed is not None else None,
+                             _budget(config, wildcards))
+
+
+def trunk_record(config: dict, out: str, run, spec: dict) -> dict:
+    """A wsd branch's trunk (its spec's branch_of; `run` its cell): the trunk's
+    record, whose job saved the fork checkpoint the branch starts from
+    (training/branches.py); {} for every other run. The command finds the
+    trunk's directory beside its own (study.grid.trunk_beside): the train and
+    pretrain rules' shell commands and params stay those of the studies run
+    before budgets, which Snakemake would otherwise rerun (its code and params
+    rerun triggers)."""
+    if spec["train"].get("branch_of") is None:
+        return {}
+    return {"trunk": f"{out}/{grid.trunk_of(run, config['grid']).directory}/record.parquet"}
+
+
+def pretrain_inputs(config: dict, out: str, wildcards) -> dict:
+    """A pretrain job's inputs besides its corpus: its trunk's record, if a branch."""
+    return trunk_record(config, out, pretrain_run_cell(config, wildcards),
+                        pretraining_spec(config, wildcards))
+
+
+def train_inputs(config: dict, out: str, wildcards) -> dict:
+    """A train job's inputs besides its task's data: the pretraining record
+    (and so its checkpoint) that the run's prior loads or matches, and its
+    trunk's record, if a branch."""
+    cell = run_cell(config, wildcards)
+    inputs = {}
+    needed = grid.pretrain_cell(cell, specs.per_seed(config))
+    if needed:
+        inputs["pretrained"] = f"{out}/{needed.directory}/record.parquet"
+    return {**inputs, **trunk_record(config, out, cell, train_spec(config, wildcards))}
