@@ -129,3 +129,20 @@ def test_a_frontier_without_predictions_or_study_records_is_refused(suite):
                                 figures=False, quiet=True, methods=("approach2",))
     with pytest.raises(ValueError, match="size"):
         next_run(with_predictions, runs.drop(columns=["size"]))
+
+
+def test_the_command_writes_the_preset_and_refuses_what_it_cannot_plan(tmp_path, capsys):
+    from scalestudy.cli.parser import run_command
+
+    cache = ROOT / "data/cache/frontier.parquet"
+    preset = tmp_path / "next.yaml"
+    common = ["frontier", str(cache), "--n-boot", "20", "--no-figures", "--next-run", str(preset)]
+    assert run_command([*common, "--out-dir", str(tmp_path / "a"), "--predict", "2.4e12"]) == 2
+    assert "needs --from-runs" in capsys.readouterr().err and not preset.exists()
+    assert run_command([*common, "--out-dir", str(tmp_path / "b"), "--from-runs"]) == 2
+    assert "needs --predict" in capsys.readouterr().err and not preset.exists()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert run_command([*common, "--out-dir", str(tmp_path / "c"), "--from-runs",
+                        "--predict", "2.4e12"]) == 0
+    assert "wrote the next run's preset (frontier_next:" in capsys.readouterr().out
+    assert yaml.safe_load(preset.read_text())["grid"]["budgets"] == [2.4e12]

@@ -97,3 +97,17 @@ def test_the_checkpoints_fit_recovers_the_surface_after_the_cut(study, capsys):
 def test_a_directory_without_records_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no run record"):
         checkpoint_ladder(tmp_path)
+
+
+def test_the_command_fits_a_study_directory_s_checkpoints(study, tmp_path, capsys):
+    from scalestudy.cli.parser import run_command
+
+    root, _ = study
+    out = tmp_path / "pred"
+    assert run_command(["predict", str(root), "--checkpoints", "--at", "1e6:2e7", "--n-boot",
+                        "0", "--n-polish", "32", "--no-figures", "--out-dir", str(out)]) == 0
+    predictions = pd.read_csv(out / "predictions.csv")
+    assert predictions["loss"].iloc[0] == pytest.approx(float(law(1e6, 2e7)), rel=0.01)
+    assert run_command(["predict", str(tmp_path / "none"), "--checkpoints", "--at", "1e6:2e7",
+                        "--out-dir", str(tmp_path / "p2")]) == 2
+    assert "no run record" in capsys.readouterr().err

@@ -137,9 +137,12 @@ def cmd_status(args) -> None:
 
 
 def cmd_frontier(args) -> None:
+    from ..analysis.frontier.next_run import check_next_run, write_next_run
     from ..analysis.frontier.stage import frontier
     from ..analysis.frontier.study import read_fit_table
 
+    if args.next_run:
+        check_next_run(args.from_runs, args.predict)
     result = frontier(
         read_fit_table(args.table) if args.from_runs else args.table, args.out_dir,
         predict=args.predict, by=args.by, curves=args.curves, n_boot=args.n_boot, ci=args.ci,
@@ -149,6 +152,9 @@ def cmd_frontier(args) -> None:
     )
     print("\n".join(result.summary()))
     print(f"wrote {len(result.paths)} files to {args.out_dir}")
+    if args.next_run:
+        planned = write_next_run(result, args.table, args.next_run)
+        print(f"wrote the next run's preset ({planned.summary()}) to {args.next_run}")
 
 
 def cmd_predict(args) -> None:
@@ -156,7 +162,8 @@ def cmd_predict(args) -> None:
 
     result = predict(
         args.table, args.out_dir, args.at, args.by, metric=args.metric,
-        with_holdout=args.holdout, from_runs=args.from_runs, n_boot=args.n_boot, ci=args.ci,
+        with_holdout=args.holdout, from_runs=args.from_runs, checkpoints=args.checkpoints,
+        n_boot=args.n_boot, ci=args.ci,
         seed=args.seed, n_polish=args.n_polish, compute_axis=args.compute_axis,
         min_fraction=args.min_fraction, figures=not args.no_figures,
         loss_label=args.loss_label,

@@ -138,13 +138,18 @@ def _frontier_options(p) -> None:
     p.add_argument("--from-runs", action="store_true",
                    help="TABLE is a study's runs.parquet: fit its budgeted runs "
                         "(analysis/frontier/study.py; by arch and prior)")
+    p.add_argument("--next-run", type=Path, metavar="PRESET",
+                   help="with --from-runs and --predict: write the preset of the next run, "
+                        "an IsoFLOP group at each predicted budget whose sizes bracket "
+                        "approach 2's optimum, to layer on the study's own "
+                        "(analysis/frontier/next_run.py)")
 
 
 def _predict_options(p) -> None:
     p.add_argument("table", help="CSV or Parquet of runs: params, loss, tokens and/or compute; "
                                  "optional group columns (arch, prior), seed, a metric column, "
                                  "step with run (checkpoints); or a study's run records with "
-                                 "--from-runs")
+                                 "--from-runs; or a study's results directory with --checkpoints")
     p.add_argument("--at", nargs="+", required=True, action="extend", metavar="N:D",
                    help="the targets: parameters and tokens of each run to predict")
     p.add_argument("--out-dir", required=True, type=Path,
@@ -163,6 +168,10 @@ def _predict_options(p) -> None:
     p.add_argument("--from-runs", action="store_true",
                    help="TABLE is a study's runs.parquet or a cached study: fit its finished "
                    "runs (analysis/predict/inputs.py; by arch and prior)")
+    p.add_argument("--checkpoints", action="store_true",
+                   help="TABLE is a study's results directory: fit every run's validation "
+                   "curve (metrics.csv) as checkpoints, after --min-fraction "
+                   "(analysis/predict/curves.py)")
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap replicates (each refits the law; 0: no intervals)")
     p.add_argument("--ci", type=float, default=0.95, help="interval level")

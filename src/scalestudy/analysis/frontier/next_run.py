@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
+
+from ...atomic import write_text
+from ...records import read_records
 
 from ...study.ladder import SIZES, shape_for
 from .result import FrontierResult
@@ -107,7 +111,7 @@ class NextRun:
         archs = list(dict.fromkeys(ok["arch"]))
         sizes = [s for s in SIZES if any(s in row.split(",") for row in ok["sizes"])]
         lines = [f"# The next run of study {self.study!r}: the IsoFLOP group at each new "
-                 f"budget, its sizes bracketing the optimum that {self.method} predicts there",
+                 f"budget, its sizes bracketing the optimum that {self.method_name} predicts there",
                  "# (scalestudy frontier --next-run; analysis/frontier/next_run.py). Layer it "
                  "on the study's own preset:",
                  f"#   snakemake --configfile <{self.study}'s preset> <this file>",
@@ -130,8 +134,37 @@ class NextRun:
             ""])
 
     @property
+    def method_name(self) -> str:
+        return self.method.replace("approach", "approach ")
+
+    def summary(self) -> str:
+        """One line: the preset's study, architectures, sizes and budgets."""
+        preset = self.table[self.table["sizes"] != ""]
+        archs = sorted(set(preset["arch"]))
+        sizes = [s for s in SIZES if any(s in row.split(",") for row in preset["sizes"])]
+        return (f"{self.study}_next: {', '.join(archs) or 'no architecture'} at "
+                f"{', '.join(sizes) or 'no size'}, budgets "
+                f"{', '.join(map(flops_text, self.budgets))}")
+
+    @property
     def groups(self) -> int:
         return list(self.table.columns).index("compute")
+
+
+def check_next_run(from_runs: bool, predict) -> None:
+    """ValueError, before any fit, for a next run the options cannot give."""
+    if not from_runs:
+        raise ValueError("--next-run: needs --from-runs (a study's run records name its sizes)")
+    if not predict:
+        raise ValueError("--next-run: needs --predict C [C ...], the next run's budgets (FLOPs)")
+
+
+def write_next_run(result: FrontierResult, records, path) -> NextRun:
+    """The next run of the suite whose run records (a runs.parquet or a cached
+    study) `result` fitted, its preset written to `path` whole or not at all."""
+    planned = next_run(result, read_records(records))
+    write_text(planned.preset_text(), Path(path))
+    return planned
 
 
 def next_run(result: FrontierResult, runs: pd.DataFrame, method: str = METHOD) -> NextRun:
