@@ -41,7 +41,7 @@ if workflow.remote_exec or workflow.subprocess_exec:
 # conda): the package is installed from this checkout, which pip finds here.
 # Named only when conda deploys it: an unused env still costs every job's
 # bookkeeping time at its end, which widened the window in which a killed
-# study's finished job counts as incomplete (tests/test_workflow.py). Hence
+# study's finished job counts as incomplete (tests/workflow/test_end_to_end.py). Hence
 # `snakemake --lint` ("Specify a conda environment ... for each rule") flags
 # each rule unless run with --software-deployment-method conda (deliberate).
 CONDA_ENV = (
