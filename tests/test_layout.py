@@ -55,7 +55,7 @@ def test_a_dry_run_of_a_budgeted_study_imports_no_matplotlib(tmp_path):
     """Every rule file parsed, the frontier's included: a dry run of the
     frontier preset (a study with budgets) in this interpreter loads no
     matplotlib."""
-    from tests.workflow.test_presets import workflow_copy
+    from tests.support.studies import workflow_copy
 
     code = ("import sys; from snakemake.cli import main; "
             "sys.argv = ['snakemake', '-n', '--cores', '1', '--configfile', "

@@ -10,7 +10,8 @@ import yaml
 
 from scalestudy.study import ConfigError, costs, grid, specs, validate
 
-from tests.workflow.test_presets import DEFAULT_STUDY, ROOT, dry_run, job_counts, workflow_copy
+from tests.support import ROOT
+from tests.support.studies import DEFAULT_STUDY, dry_run, job_counts, workflow_copy
 
 
 def study(**grid_changes) -> dict:

@@ -18,8 +18,7 @@ from snakemake.utils import update_config
 from scalestudy.study import ConfigError, validate
 
 from tests.support import ROOT
-
-DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+from tests.support.studies import DEFAULT_STUDY as DEFAULT
 
 
 def overridden(**values: str) -> dict:

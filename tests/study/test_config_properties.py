@@ -23,9 +23,10 @@ from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.tasks import TASKS, task_config, upstream
 
 from tests.support import ROOT
+from tests.support.studies import DEFAULT_STUDY as DEFAULT
 
 SCHEMA = ROOT / "config" / "schema.yaml"
-DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
 MEMORY = 16 * GIB  # a laptop's; passed explicitly so the test is the same everywhere
 GRID_NAMES = {"archs": tuple(ARCHITECTURES), "priors": tuple(PRIORS), "tasks": tuple(TASKS),
               "sizes": SIZES,

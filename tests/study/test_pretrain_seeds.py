@@ -16,10 +16,9 @@ import yaml
 
 from scalestudy.study import grid, specs
 
-from tests.support import ROOT
-from tests.workflow.test_presets import workflow_copy
+from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import workflow_copy
 
-DEFAULT = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 GRID = {**DEFAULT["grid"], "archs": ["transformer"], "sizes": ["xxs"],
         "priors": ["random", "spt", "upstream", "scratch_matched"], "seeds": [0, 1, 2]}
 

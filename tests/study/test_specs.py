@@ -10,7 +10,7 @@ import pytest
 from scalestudy.study import specs
 from scalestudy.study.specs import PretrainSpec, RunSpec
 
-from tests.workflow.test_presets import DEFAULT_STUDY
+from tests.support.studies import DEFAULT_STUDY
 
 BASE = {"study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
         "prior": "random", "seed": 0}

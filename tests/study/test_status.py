@@ -20,8 +20,8 @@ from scalestudy.records import failed_record, write_record
 from scalestudy.study import costs, grid
 from scalestudy.study.status import CONFIG, Run, Status, report, study_status
 
-from tests.study.test_config_overrides import DEFAULT
 from tests.support import ROOT
+from tests.support.studies import DEFAULT_STUDY as DEFAULT
 
 
 def record(cell: grid.Cell, status: str, wall: float, error: str = "") -> dict:

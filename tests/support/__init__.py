@@ -1,6 +1,8 @@
 """What the tests share: the repository's paths, and one module per kind of helper
-(cells: the tiny task runs train on; model_checks: backbone properties; figure_checks:
-a figure read back from its data; claim_studies and runs: synthetic run records)."""
+(cells: the tiny task runs train on; studies: the default study and dry runs of
+the workflow; runs and claim_studies: synthetic run records; model_checks: backbone
+properties; figure_checks: a figure read back from its data; no_torch: a plugin
+under which torch cannot be imported)."""
 
 from pathlib import Path
 

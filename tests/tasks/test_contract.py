@@ -9,15 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 
 from scalestudy import tasks
 from scalestudy.tasks import contract, image, pathfinder, retrieval, text
 
 from tests.support import ROOT
-
-DEFAULT_STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+from tests.support.studies import DEFAULT_STUDY
 
 
 def decode(row) -> bytes:

@@ -20,8 +20,8 @@ from scalestudy.records import read_records
 from scalestudy.study import ConfigError, validate
 from scalestudy.study.specs import as_json, run_spec
 
-from tests.study.test_config_overrides import DEFAULT
 from tests.support.cells import TASK
+from tests.support.studies import DEFAULT_STUDY as DEFAULT
 
 pytest.importorskip("tensorboard")
 mlflow = pytest.importorskip("mlflow")

@@ -119,7 +119,7 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
 
 
 def test_dry_run_of_the_default_study_prints_the_job_count(workdir):
-    from tests.workflow.test_presets import DEFAULT_STUDY, expected_jobs, job_counts
+    from tests.support.studies import DEFAULT_STUDY, expected_jobs, job_counts
 
     done = snakemake(workdir, "-n")
     assert done.returncode == 0, done.stderr[-3000:]
