@@ -1,23 +1,27 @@
 import sys
-from pathlib import Path
 
 import pytest
-import torch
 
-# model_checks.py lives beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
+# No torch import here: the torch-free tests (tests/analysis, tests/workflow) are
+# collected and run by an install without it (test_layout.py checks).
 
-# The tests build tiny models: one thread is as fast as two and does not fight
-# a busy machine's other processes for its cores.
-torch.set_num_threads(1)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """One torch thread per test wherever a test module loaded torch: the tests build
+    tiny models, where one thread is as fast as two and does not fight a busy
+    machine's other processes for its cores."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """The prepared data of the tiny ListOps task (cells.TASK), once per module."""
-    from cells import TASK
-
     from scalestudy import tasks
+
+    from tests.support.cells import TASK
 
     path = tmp_path_factory.mktemp("data") / "listops"
     tasks.prepare("listops", TASK, path)

@@ -58,7 +58,7 @@ def test_a_dry_run_of_a_budgeted_study_imports_no_matplotlib(tmp_path):
     """Every rule file parsed, the frontier's included: a dry run of the
     frontier preset (a study with budgets) in this interpreter loads no
     matplotlib."""
-    from test_configs import workflow_copy
+    from tests.support.studies import workflow_copy
 
     code = ("import sys; from snakemake.cli import main; "
             "sys.argv = ['snakemake', '-n', '--cores', '1', '--configfile', "
@@ -194,3 +194,19 @@ def test_every_registry_entry_is_named_once_and_looks_itself_up():
         assert arch.load().__module__ == f"scalestudy.models.{arch.module}", name
     for name, prior in PRIORS.items():
         assert prior.needs is None or prior.needs in STAGES, name
+
+
+# The test folders that claim to need no torch: an analysis-only install runs them.
+TORCH_FREE_TESTS = ["tests/analysis", "tests/workflow"]
+
+
+def test_the_torch_free_tests_are_collected_without_torch():
+    """Every module of the torch-free test folders, their conftests and support
+    modules imports where `import torch` fails (tests/support/no_torch.py)."""
+    root = PACKAGE.parents[1]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "-p", "tests.support.no_torch",
+                           *TORCH_FREE_TESTS], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\d+ tests collected", done.stdout), done.stdout[-3000:]

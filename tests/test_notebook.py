@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -26,7 +25,8 @@ from scalestudy.analysis.figures.output import NotDrawn, figure_data  # noqa: E4
 from scalestudy.analysis.fits import fit_study, write_fits  # noqa: E402
 from scalestudy.records import write_frame  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 CACHE = ROOT / "data" / "cache" / "workstation.parquet"
 DEEP = ROOT / "data" / "cache" / "deep_fixup.parquet"
 BUDGETED = ROOT / "data" / "cache" / "frontier.parquet"

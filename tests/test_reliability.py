@@ -1,6 +1,6 @@
 """Fault injection, fast: divergence, crashes, kills at the named points
 (scalestudy.faults), corrupt inputs, provenance and reproducibility. The
-whole-workflow kill in every stage is tests/test_reliability_workflow.py."""
+whole-workflow kill in every stage is tests/workflow/test_reliability.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from cells import TASK
-from test_analysis import _keep_figures, make_runs
 
 from scalestudy import cli, faults, records, tasks
 from scalestudy.analysis.claims import write_claims
@@ -31,6 +29,10 @@ from scalestudy.study.specs import RunSpec
 from scalestudy.training.modules import Classifier
 from scalestudy.training.run import git_rev
 from scalestudy.training.task import run
+
+from tests.support.cells import TASK
+from tests.support.figure_checks import keep_figures
+from tests.support.runs import make_runs
 
 TIMING = {"wall_seconds", "tokens_per_second"}
 
@@ -102,7 +104,7 @@ def test_diverged_and_failed_runs_are_explicit_in_fits_figures_and_claims(monkey
     assert (row["n_runs"], row["n_failed"], row["n_diverged"], row["n_points"]) == (6, 2, 1, 4)
     assert row["alpha"] == pytest.approx(0.07, rel=1e-6)
     # Markers in the figures, at the run's compute (or its size's, without one).
-    figures = _keep_figures(monkeypatch)
+    figures = keep_figures(monkeypatch)
     error_vs_compute.draw(runs, fits, tmp_path)
     accuracy_vs_size.draw(runs, fits, tmp_path, "listops")
     for name in ("error_vs_compute", "accuracy_vs_size_listops"):
@@ -132,7 +134,7 @@ def test_a_whole_study_with_unfinished_runs_analyses_end_to_end(monkeypatch, tmp
 
     runs = unfinished_study()
     fits = fit_study(runs, n_boot=20, n_boot_saturating=0)
-    _keep_figures(monkeypatch)
+    keep_figures(monkeypatch)
     index = draw.plot_all(runs, fits, tmp_path / "figures")
     drawn = {name for name, entry in index.entries.items() if entry.drawn}
     assert {"error_vs_compute", "accuracy_vs_size_listops", "loss_vs_depth"} <= drawn

@@ -5,10 +5,11 @@ import sys
 import textwrap
 
 import pytest
-from test_configs import DEFAULT_STUDY
 
 from scalestudy.locks import RunBusy, run_lock
 from scalestudy.training.job import run_recorded
+
+from tests.support.studies import DEFAULT_STUDY
 
 HOLD = textwrap.dedent("""
     import sys, time

@@ -11,10 +11,11 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from cells import TASK
 
 from scalestudy import warm
 from scalestudy.records import read_records
+
+from tests.support.cells import TASK
 
 
 def spec_json(max_steps: int = 6) -> str:

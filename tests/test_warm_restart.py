@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_warm import spec_json
 
 from scalestudy import warm
+
+from tests.test_warm import spec_json
 
 
 def wait_for(predicate, seconds: float = 60.0) -> bool:

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cells import TASK
 
 from scalestudy import atomic
 from scalestudy.atomic import WriteError
+
+from tests.support.cells import TASK
 
 FULL = "no space left on device"
 

@@ -40,7 +40,7 @@ Sections (each one's `passed`, and what it measured):
   nominal bf16 peak and a measured matmul peak (the goal: 40%);
 - ddp_ends_together: where there are two GPUs, two ranks on NCCL: rank 0's
   failed record ends rank 1 at once, and a collective that times out ends
-  the run (skipped on one GPU; tests/test_ddp.py has the gloo form).
+  the run (skipped on one GPU; tests/training/test_ddp.py has the gloo form).
 
 About 4 minutes on one H100 or H200, and at most 8 (twice that), estimated
 from FLOPs: the sections' steps are about 1.6 PFLOP in all
@@ -550,7 +550,7 @@ def full_float32(ctx: Context) -> dict:
 
 # A two-rank run whose rank 0 fails (a model error: a failed record) or hangs
 # outside any collective at step 2, while rank 1 goes on into the next step's
-# collectives (tests/test_ddp.py has the gloo form).
+# collectives (tests/training/test_ddp.py has the gloo form).
 RANKS = """
 import os, sys, time
 from datetime import timedelta
@@ -588,7 +588,7 @@ def ddp_ends_together(ctx: Context) -> dict:
 
     if ctx.cuda and torch.cuda.device_count() < 2:
         return {"skipped": "needs 2 GPUs", "passed": True}
-    if ctx.tiny:  # the fast suite's: tests/test_ddp.py has the gloo form (slow)
+    if ctx.tiny:  # the fast suite's: tests/training/test_ddp.py has the gloo form (slow)
         return {"skipped": "two ranks take minutes", "passed": True}
     data = listops_data(ctx)
     env = src_first(os.environ)

@@ -40,7 +40,7 @@ class Architecture:
     # What training it costs in GPU memory (study/costs.gpu_memory), measured
     # on a CPU by training/memory.py (the bytes autograd saves for backward, T5
     # sizes tiny to base at 64 to 256 tokens, dropout 0, the largest seen;
-    # tests/test_gpu_path.py re-measures them):
+    # tests/training/test_gpu_path.py re-measures them):
     # bytes a token keeps per layer per unit of width of the size's vanilla
     # shape, in 32-true and under bf16 or fp16 autocast (Performer's float32
     # random features, m = d ln d = 266 a head at head dim 64, are in its);

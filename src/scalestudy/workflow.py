@@ -82,7 +82,7 @@ def conda_env(workflow) -> str | None:
     conda): the package installed from this checkout. Named only when conda
     deploys it: an unused env still costs every job's bookkeeping time at its
     end, which widened the window in which a killed study's finished job counts
-    as incomplete (tests/test_workflow.py). Hence `snakemake --lint` ("Specify
+    as incomplete (tests/workflow/test_end_to_end.py). Hence `snakemake --lint` ("Specify
     a conda environment ... for each rule") flags each rule unless run with
     --software-deployment-method conda (deliberate)."""
     from snakemake.settings.types import DeploymentMethod

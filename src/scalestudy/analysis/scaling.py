@@ -312,9 +312,10 @@ class HuberPowerLaw:
 
         scipy's defaults (gtol 1e-5) stop a refit started at the full-data optimum
         after a few steps when the Huber objective is small (low-noise data): on the
-        synthetic surface of tests/test_frontier.py with 0.3% noise, 200 refits gave
-        the interval 0.4475-0.4486 for the frontier's exponent a with the defaults
-        against 0.4389-0.4617 with these tolerances (which covers the true 0.4516).
+        synthetic surface of tests/analysis/frontier/test_approaches.py with 0.3%
+        noise, 200 refits gave the interval 0.4475-0.4486 for the frontier's
+        exponent a with the defaults against 0.4389-0.4617 with these tolerances
+        (which covers the true 0.4516).
         With them the refit from the full-data optimum reached the objective of a
         refit from the best start of a coarse 3^5 grid (a, b in 0, 10, 20; e in -1,
         0, 1; alpha, beta in 0.25, 0.75, 1.5) in 49 of 50 resamples (the other: 1e-6
@@ -369,7 +370,7 @@ def fit_chinchilla(N, D, L, *, delta=1e-3, grid=None, n_polish=256) -> Chinchill
     vs 2143.37, E, alpha, beta equal to 5 digits, objectives to 1e-9 relative: the
     optimum is flat in A and B). On 6 bootstrap resamples of those data the best
     start to reach the full run's optimum ranked 0, 114, 4, 0, 0 and 0 by grid
-    objective, hence 256 and not fewer. tests/test_scaling.py repeats the check on
+    objective, hence 256 and not fewer. tests/analysis/test_scaling.py repeats the check on
     the full data as an opt-in slow test.
     """
     N, D, L = (np.asarray(v, dtype=float).ravel() for v in (N, D, L))

@@ -53,7 +53,7 @@ def attention_mask(mask: torch.Tensor, causal: bool,
     Causal: `is_causal` and no mask. A real position attends only to positions
     before it, all real in a right-padded row, so the outputs at real
     positions are those of the padding-and-causal mask, and no position
-    downstream reads a padded one's (tests/test_gpu_path.py); no [B, 1, T, T]
+    downstream reads a padded one's (tests/training/test_gpu_path.py); no [B, 1, T, T]
     mask is built (at 16,384 tokens and batch 32, 8 GiB a layer plus SDPA's
     float copy kept for backward) and the fused kernels run.
     Not causal: the key mask as [B, 1, 1, T] (broadcast, never T x T), or none

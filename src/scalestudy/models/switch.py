@@ -17,7 +17,7 @@ the paper and in Tay et al. 2022's comparison: every expert has the ladder's
 full d_ff, so a routed token goes through one FFN of vanilla's size (FLOPs per
 token about vanilla's, plus the D x experts router) while the FFN parameters
 are experts x vanilla's. Switch's non-embedding count is therefore well above
-the ladder's (tests/test_models.py makes it the documented exception; records
+the ladder's (tests/models/test_backbones.py makes it the documented exception; records
 keep n_params and n_params_nonembed, so figures can place it on either axis).
 Simplified / chosen here:
 - Experts run on their kept tokens only (dynamic shapes), not on padded

@@ -106,7 +106,7 @@ def step_flops_estimate(arch: str, size: str, protocol: str, batch: int, seq_len
     QK^T and AV, 12 B T^2 D a layer forward and backward (an attention
     backbone), and a masked-LM head over `vocab` ids, 6 B T D V. Against the
     counted FLOPs of an upstream masked-LM step (T 48, the default ladder,
-    xxs-m; tests/test_budgets.py): the transformer 2-3% under, lconv 3-4%
+    xxs-m; tests/study/test_budgets.py): the transformer 2-3% under, lconv 3-4%
     under, S4 3-16% over (its FFT convolution costs less than the dense
     layer 6 N B T counts for it). A refusal near its threshold is therefore
     up to 16% conservative for S4."""

@@ -45,7 +45,7 @@ positive. Simplified: no anti-aliasing, no paddle-level jitter, 8 directions,
 and the distractors are as long as the targets (Linsley et al. add shorter
 ones and single paddles). The defaults make contours about 0.7 of the side
 long (8 paddles, 23 pixels, at 32x32; 24 paddles, 95 pixels, at 128x128).
-tests/test_pathfinder_generator.py bounds the one-threshold accuracy of the
+tests/tasks/test_pathfinder.py bounds the one-threshold accuracy of the
 markers' distance, the lit pixels and the lit pixels near the markers.
 """
 

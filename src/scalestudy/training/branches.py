@@ -14,7 +14,7 @@ smaller budget's cooldown begins (`trunk_forks`), and each smaller budget is a
 branch that starts from that checkpoint (its weights, optimiser moments, data
 position and random streams) and trains its own cooldown to its own last step,
 writing its own record. A branch is then the run a separate wsd run of its
-budget would be, step for step (tests/test_branches.py checks the records
+budget would be, step for step (tests/training/test_branches.py checks the records
 equal), at the cost of its cooldown alone. Its record counts the whole chain:
 steps, tokens and train_flops from step 0 (the trunk's part up to the fork
 included), `fork_step` where it left the trunk and `fork_seconds` the trunk's

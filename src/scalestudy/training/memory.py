@@ -2,7 +2,7 @@
 bytes of the tensors autograd saves in a forward pass (each storage once,
 the parameters aside). The GPU-memory estimate's coefficients
 (architectures.py, study/costs.gpu_memory) are these bytes per token per
-layer per unit of width; tests/test_gpu_path.py measures them again, and
+layer per unit of width; tests/training/test_gpu_path.py measures them again, and
 tools/gpu_check.py sets them beside a GPU's peak."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ One resume path, Snakemake's: a killed job is run again (the SLURM profile's
   over. `loop.TrainingLoop.resume` then restores the weights, optimiser, schedule, loop
   counters, the data loader's epoch and position (torchdata's
   StatefulDataLoader, `train.loader`) and the module's RNG streams, so on a
-  CPU the final record equals an uninterrupted run's (tests/test_resume.py).
+  CPU the final record equals an uninterrupted run's (tests/training/test_resume.py).
   A finished run has its record and Snakemake never runs it again.
 - The killed attempt's `metrics.csv` is kept as `metrics.attempt<n>.csv`
   (`keep_history`; the CSV logger would replace it), and the resumed attempt

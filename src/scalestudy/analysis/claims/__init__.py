@@ -15,7 +15,7 @@ sizes, a missing architecture or prior, one run where an interval needs
 several). Its scopes then make its own verdict by a stated rule
 (check.COMBINE_RULES): most claims hold only where every scope holds, so
 that on a study with no effect anywhere a claim holds at most 2.5% of the time
-(tests/test_claim_null_rates.py measures it on the presets' grids).
+(tests/analysis/claims/test_null_rates.py measures it on the presets' grids).
 
 Papers: Tay et al. 2022, "Scaling Laws vs Model Architectures: How does Inductive
 Bias Influence Scaling?" (arXiv:2207.10551); Amos, Berant & Gupta 2023, "Never

@@ -32,7 +32,7 @@ approaches answer N_opt ∝ C^a on the same C, so that their exponents compare.
   is it. Counted FLOPs per 6ND fall with N (2.48 to 1.12 from xxxs to m for the
   transformer of data/cache/frontier.parquet), so 6ND's closed form is not the
   counted optimum: on a surface with f ∝ N^0.85, a = beta / (alpha + 0.85 beta)
-  = 0.484 where 6ND's gives 0.452 (tests/test_frontier.py).
+  = 0.484 where 6ND's gives 0.452 (tests/analysis/frontier/test_approaches.py).
 - "6nd": C = 6 N D. Approaches 1-2 put a budget's point at 6 N_opt D_opt of the
   optimum found (curves: their 6ND replaces their compute); approach 3 takes f =
   6N, Hoffmann et al.'s closed form.

@@ -15,7 +15,7 @@ group of runs, and their predictions with bootstrap intervals.
   schedule-horizon subtlety (several cosine lengths per size) is the caller's:
   a point of a curve counts as a run trained to that compute. N_opt is
   discretised to the sizes run, so the slope has an error of up to about one
-  size step over the compute range (see tests/test_frontier.py).
+  size step over the compute range (see tests/analysis/frontier/test_approaches.py).
 - Approach 2, IsoFLOP profiles (section 3.2): per budget, loss against ln N fitted
   by a least-squares parabola through the runs near the minimum: the sizes
   within `window` decades (default 1) of the size of lowest mean loss, and
@@ -69,7 +69,7 @@ covered the true a in 0.92 of 300 noisy studies whose sampling drifts with C
 (an edge budget refused only when its noise puts the lowest loss at the end
 selects its noise; the old parabola through all sizes covered 0.91 there, and
 0.00 on a grid the optima outgrow), the expanded one in 0.98-1.00 of every grid
-of tests/test_frontier.py (`test_approach2_interval_coverage`), at the price of
+of tests/analysis/frontier/test_approaches.py (`test_approach2_interval_coverage`), at the price of
 intervals about t / z wider (1.4 at 6 budgets, 2.2 at 4, 6.5 at 3). Hoffmann et
 al. bootstrap too (their Table 2 gives 10th-90th percentiles); the resampling
 units are ours.

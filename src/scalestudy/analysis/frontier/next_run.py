@@ -29,7 +29,6 @@ import pandas as pd
 
 from ...atomic import write_text
 from ...records import read_records
-
 from ...study.ladder import SIZES, shape_for
 from .result import FrontierResult
 

@@ -15,9 +15,9 @@ import pandas as pd
 
 from ...atomic import refuse_foreign, replacing_directory
 from ..stats import percentile_ci
+from .curves import checkpoint_ladder
 from .downstream import NAMES as METRIC_NAMES
 from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
-from .curves import checkpoint_ladder
 from .holdout import HOLDOUT_COLUMNS, holdout
 from .inputs import COMPUTE_AXES, TokenCost, parse_targets, prepare_ladder, read_ladder
 from .loss import LossLaw, fit_loss_law
@@ -47,10 +47,11 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
 
     `table`: a DataFrame or a CSV/Parquet path (inputs.py: its columns; a study's
     run records with `from_runs`; with `checkpoints`, a study's results
-    directory, whose runs' validation curves are the ladder: curves.py); `by`: the group columns (default arch and
-    prior, those present), one fit per group. With `out_dir`, writes the files
-    (result.py) and, with `figures`, the figure there; without it, writes
-    nothing. Bad input raises ValueError before anything is written.
+    directory, whose runs' validation curves are the ladder: curves.py); `by`:
+    the group columns (default arch and prior, those present), one fit per
+    group. With `out_dir`, writes the files (result.py) and, with `figures`,
+    the figure there; without it, writes nothing. Bad input raises
+    ValueError before anything is written.
     """
     targets = (parse_targets(at) if all(isinstance(t, str) for t in at)
                else np.asarray(at, dtype=float).reshape(-1, 2))

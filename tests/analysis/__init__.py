@@ -1,0 +1,1 @@
+"""Tests of scalestudy.analysis (torch-free: collected where torch is missing)."""

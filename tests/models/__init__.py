@@ -1,0 +1,1 @@
+"""Tests of scalestudy.models: the registry-wide checks, then one file per mechanism."""

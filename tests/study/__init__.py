@@ -1,0 +1,1 @@
+"""Tests of scalestudy.study: a study before it runs."""

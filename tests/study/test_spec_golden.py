@@ -1,0 +1,68 @@
+"""Every committed study's run and pretraining specs, pinned: a spec's JSON
+is a rule param and its hash each run's config_hash, so a change to either
+reruns the study's finished runs. The golden file holds, per preset (and the
+default study) and run directory, the sha256 of the spec's JSON and its
+config_hash; regenerate it only for a change meant to rerun runs:
+
+    python -m tests.study.test_spec_golden > tests/data/spec_hashes.json
+"""
+
+import hashlib
+import json
+import sys
+import warnings
+
+import pytest
+
+from scalestudy.study import grid, specs, validate
+from scalestudy.study.config import load_study
+
+from tests.support import DATA, ROOT
+
+GOLDEN = DATA / "spec_hashes.json"
+PRESETS = ["default"] + sorted(p.stem for p in (ROOT / "config/studies").glob("*.yaml"))
+
+
+def study(name: str) -> dict:
+    """The config the workflow sees: config/config.yaml, the preset merged
+    over it as Snakemake merges a --configfile, validated."""
+    config = load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        validate(config)
+    return config
+
+
+def spec_hashes(name: str) -> dict[str, list[str]]:
+    """run directory -> [sha256 of the spec's JSON (16 hex), its config_hash]."""
+    config = study(name)
+    per_seed = specs.per_seed(config)
+    out = {}
+    for cell in grid.cells(config["grid"]):
+        spec = specs.run_spec(config, cell.task, cell.arch, cell.size, cell.prior,
+                              cell.seed, cell.budget)
+        out[cell.directory] = _hashes(spec, specs.RunSpec)
+    for run in grid.pretrain_cells(config["grid"], per_seed):
+        spec = specs.pretrain_spec(config, run.stage, run.task, run.arch, run.size,
+                                   run.seed, run.budget)
+        out[run.directory] = _hashes(spec, specs.PretrainSpec)
+    return out
+
+
+def _hashes(spec: dict, kind: type) -> list[str]:
+    text = specs.as_json(spec)
+    return [hashlib.sha256(text.encode()).hexdigest()[:16],
+            kind.from_dict(json.loads(text)).config_hash()]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_committed_studys_specs_and_hashes_are_unchanged(name):
+    golden = json.loads(GOLDEN.read_text())
+    assert name in golden, f"no golden specs for preset {name}: regenerate (module docstring)"
+    assert spec_hashes(name) == golden[name]
+
+
+if __name__ == "__main__":
+    json.dump({name: spec_hashes(name) for name in PRESETS}, sys.stdout, indent=0,
+              sort_keys=True)
+    sys.stdout.write("\n")

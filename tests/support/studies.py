@@ -1,0 +1,79 @@
+"""The studies the tests start from: the default study (config/config.yaml, every
+key's default), the workflow copied where a test may run it, a Snakemake dry run
+of a preset and its job counts, and the jobs a grid should make."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from scalestudy.study.config import load_study
+from scalestudy.study.grid import task_grid
+
+from tests.support import ROOT
+
+# The default study, every key with its default (config/config.yaml completed
+# from study/config.py's declarations): a preset states only what it changes.
+DEFAULT_STUDY = load_study()
+
+
+def workflow_copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "Snakefile", tmp_path)
+    for name in ("workflow", "config"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+# Presets that run over another (its grid with one thing changed): the
+# configfiles given together, the overlay last.
+OVERLAYS = {"wsd_check_cosine.yaml": "wsd_check.yaml"}
+
+
+def dry_run(workdir: Path, study: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    layers = [f"config/studies/{name}" for name in (OVERLAYS.get(study), study) if name]
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", *layers],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """The first "Job stats" table of a Snakemake dry run: job name -> count."""
+    assert "Job stats:" in stdout, stdout[-2000:]
+    counts = {}
+    for line in stdout.split("Job stats:", 1)[1].splitlines()[3:]:
+        cells = line.split()
+        if len(cells) != 2 or not cells[1].isdigit():
+            break
+        counts[cells[0]] = int(cells[1])
+    return counts
+
+
+def expected_jobs(preset: dict) -> dict[str, int]:
+    """The training and pretraining jobs of a study, counted from its grid (the
+    preset over the default study; a task's grid.per_task sub-grid replaces the
+    grid's values for it): one train job per cell, one pretraining per stage on
+    the task's data (spt, spt_causal) x task x arch x size, one per stage on the
+    upstream corpus x arch x size; each of those once per finetuning seed with
+    pretrain.seeds: per_seed, and once per budget of grid.budgets."""
+    from scalestudy.priors import PRIORS
+    from scalestudy.stages import STAGES
+
+    grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
+    per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
+    budgets = len(grid.get("budgets") or []) or 1
+    train = on_task = 0
+    upstream = set()
+    for task in grid["tasks"]:
+        sub = task_grid(grid, task)
+        stages = {PRIORS[prior].needs for prior in sub["priors"]} - {None}
+        cells = len(sub["archs"]) * len(sub["sizes"])
+        seeds = sub["seeds"] if per_seed else [None]
+        train += cells * len(sub["priors"]) * len(sub["seeds"])
+        on_task += cells * sum(STAGES[s].on_task for s in stages) * len(seeds)
+        upstream |= {(s, arch, size, seed) for s in stages if not STAGES[s].on_task
+                     for arch in sub["archs"] for size in sub["sizes"] for seed in seeds}
+    return {"train": train * budgets, "pretrain_task": on_task * budgets,
+            "pretrain_upstream": len(upstream) * budgets}

@@ -1,0 +1,1 @@
+"""Tests of scalestudy.tasks: the data contract and each task."""

@@ -1,0 +1,1 @@
+"""Tests of the Snakemake workflow (workflow/, config/): dry runs and real runs (torch-free)."""

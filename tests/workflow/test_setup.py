@@ -1,0 +1,172 @@
+"""scalestudy.workflow, what common.smk runs besides its rules, without
+Snakemake: the parse-time set-up (stale locks, SIGUSR1, the jobs'
+environment, the config check, the GPU resource), the study's start and end
+(lock, saved config, GPU slots, warm server, Snakemake's timers), and the
+inputs each job gets from its wildcards (named by its spec's cell)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from scalestudy import locks, warm
+from scalestudy import workflow as study_workflow
+from scalestudy.study import resources
+from scalestudy.study import status as study_status
+from scalestudy.training import trackers
+
+from tests.support import ROOT
+from tests.support.studies import DEFAULT_STUDY
+
+
+class FakeWorkflow(SimpleNamespace):
+    """Snakemake's `workflow` object, as much of it as scalestudy.workflow reads."""
+
+    def __init__(self, where: str = "local", **more):
+        super().__init__(**{"local_exec": where == "local", "remote_exec": where == "remote",
+                            "subprocess_exec": where == "subprocess", "basedir": str(ROOT),
+                            "global_resources": {}, "registered": {}, **more})
+
+    def register_resource(self, name, value):
+        self.registered[name] = value
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("SCALESTUDY_ROOT", trackers.ENV, resources.SLOTS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    for name in ("SCALESTUDY_ROOT", trackers.ENV, resources.SLOTS_ENV):
+        os.environ.pop(name, None)
+
+
+def test_parsing_checks_the_config_and_sets_the_jobs_environment(clean_env, monkeypatch):
+    monkeypatch.setattr(resources, "local_gpus", lambda: 0)
+    config = copy.deepcopy(DEFAULT_STUDY)
+    config["trainer"]["loggers"] = ["csv", "tensorboard"]
+    assert study_workflow.prepare(FakeWorkflow(), config) == 0
+    assert os.environ[trackers.ENV] == "csv,tensorboard"
+    assert os.environ["SCALESTUDY_ROOT"] == str(ROOT)
+    config["grid"]["archs"] = ["no_such_arch"]
+    with pytest.raises(ValueError, match="no_such_arch"):
+        study_workflow.prepare(FakeWorkflow(), config)
+
+
+@pytest.mark.parametrize("where, clears", [("local", True), ("subprocess", True),
+                                           ("remote", False)])
+def test_stale_locks_are_cleared_except_inside_a_cluster_job(monkeypatch, capsys, where, clears):
+    calls = []
+    monkeypatch.setattr(locks, "clear_stale", lambda: calls.append(1) or "removed the locks")
+    study_workflow.clear_stale_locks(FakeWorkflow(where))
+    assert bool(calls) == clears
+    assert ("removed the locks" in capsys.readouterr().out) == clears
+
+
+@pytest.mark.parametrize("where, ignored", [("local", False), ("subprocess", True),
+                                            ("remote", True)])
+def test_a_job_s_own_snakemake_ignores_sigusr1(where, ignored):
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        study_workflow.ignore_usr1(FakeWorkflow(where))
+        assert (signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN) == ignored
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_the_conda_env_is_named_only_when_conda_deploys():
+    from snakemake.settings.types import DeploymentMethod
+
+    def deploying(*methods):
+        return FakeWorkflow(deployment_settings=SimpleNamespace(deployment_method=set(methods)))
+
+    assert study_workflow.conda_env(deploying()) is None
+    assert study_workflow.conda_env(deploying(DeploymentMethod.CONDA)) == \
+        "../envs/scalestudy.yaml"
+
+
+def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
+    monkeypatch.setattr(resources, "local_gpus", lambda: 2)
+    gpu = copy.deepcopy(DEFAULT_STUDY)
+    gpu["trainer"]["accelerator"] = "gpu"
+    local = FakeWorkflow()
+    assert study_workflow.register_gpus(local, gpu) == 2 and local.registered == {"gpu": 2}
+    given = FakeWorkflow(global_resources={"gpu": 1})
+    study_workflow.register_gpus(given, gpu)
+    assert given.registered == {}
+    cluster = FakeWorkflow("remote")
+    study_workflow.register_gpus(cluster, gpu)
+    cpu = copy.deepcopy(DEFAULT_STUDY)
+    cpu["trainer"]["accelerator"] = "cpu"
+    study_workflow.register_gpus(local := FakeWorkflow(), cpu)
+    assert cluster.registered == {} and local.registered == {}
+
+
+def test_the_study_starts_with_its_lock_config_slots_and_warm_server(tmp_path, monkeypatch,
+                                                                     clean_env):
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(warm, "start", lambda: started.append(1))
+    config = copy.deepcopy(DEFAULT_STUDY)
+    config["trainer"]["accelerator"] = "gpu"
+    study_workflow.start_study(FakeWorkflow(), config, "results/default", 2)
+    assert started == [1]
+    assert locks.holders(Path(".snakemake"))  # this process holds the study's locks
+    saved = yaml.safe_load((Path("results/default") / study_status.CONFIG).read_text())
+    assert saved["grid"] == config["grid"]
+    slots = Path(os.environ[resources.SLOTS_ENV])
+    assert sorted(p.name for p in slots.iterdir()) == ["0", "1"]
+    timer = threading.Timer(600, lambda: None)
+    timer.start()
+    study_workflow.end_study()
+    assert not locks.holders(Path(".snakemake"))
+    timer.join(5)
+    assert not timer.is_alive()  # cancelled: the run's end does not wait for it
+
+
+def test_a_cluster_study_starts_no_warm_server(tmp_path, monkeypatch, clean_env):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(warm, "start", lambda: pytest.fail("a warm server on a cluster"))
+    config = copy.deepcopy(DEFAULT_STUDY)
+    with pytest.raises(ValueError, match="auto on a cluster"):  # it names its accelerator
+        study_workflow.start_study(FakeWorkflow("remote"), config, "results/default", 0)
+    config["trainer"]["accelerator"] = "cpu"
+    study_workflow.start_study(FakeWorkflow("remote"), config, "results/default", 0)
+    assert resources.SLOTS_ENV not in os.environ
+    study_workflow.end_study()
+
+
+def budgeted(schedule: str, seeds: str) -> dict:
+    config = copy.deepcopy(DEFAULT_STUDY)
+    config["grid"]["budgets"] = [1e11, 3e11, 1e12]
+    config["train"]["schedule"] = schedule
+    config["pretrain"]["seeds"] = seeds
+    return config
+
+
+def test_a_job_s_inputs_are_its_cell_s_pretraining_and_trunk():
+    out = "results/default"
+    shared = budgeted("cosine", "shared")
+    wildcards = {"task": "listops", "arch": "transformer", "size": "xxs",
+                 "prior": "upstream", "seed": "1", "budget": "3e+11"}
+    assert study_workflow.train_inputs(shared, out, wildcards) == {
+        "pretrained": f"{out}/pretrain/upstream/transformer/xxs/b3e+11/record.parquet"}
+    per_seed = budgeted("wsd", "per_seed")
+    assert study_workflow.train_inputs(per_seed, out, wildcards) == {
+        "pretrained": f"{out}/pretrain/upstream/transformer/xxs/b3e+11/s1/record.parquet"}
+    # Under wsd a budgeted run from scratch branches from its largest budget's run.
+    scratch = {**wildcards, "prior": "random"}
+    assert study_workflow.train_inputs(per_seed, out, scratch) == {
+        "trunk": f"{out}/runs/listops/transformer/xxs/b1e+12/random/s1/record.parquet"}
+    assert study_workflow.train_inputs(per_seed, out, {**scratch, "budget": "1e+12"}) == {}
+    pretraining = {"stage": "upstream", "arch": "transformer", "size": "xxs", "seed": "1",
+                   "budget": "1e+11"}
+    assert study_workflow.pretrain_inputs(per_seed, out, pretraining) == {
+        "trunk": f"{out}/pretrain/upstream/transformer/xxs/b1e+12/s1/record.parquet"}
