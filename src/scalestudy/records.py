@@ -1,4 +1,5 @@
-"""The run record: one Parquet row per finished run (the DESIGN contract).
+"""The run record: one Parquet row per finished run (its contract:
+docs/ARCHITECTURE.md, "The run record").
 
 Written atomically (temporary file + rename) only once a run has ended, so a
 record on disk is always whole. Reading validates columns, types and the

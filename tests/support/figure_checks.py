@@ -1,4 +1,4 @@
-"""Read a figure back from its source data (`plots.figure_data`, the CSV written
+"""Read a figure back from its source data (`figures.output.figure_data`, the CSV written
 beside each figure) and check it against the runs and fits it was drawn from; keep
 the drawn figures open instead of saving them; read the figures' index."""
 
@@ -13,7 +13,7 @@ from scalestudy.analysis.fits import select, task_runs, upstream_runs, x_values
 
 
 def series(data: pd.DataFrame, panel: str, series: str, kind: str = "line") -> pd.DataFrame:
-    """One series of a figure's source data (plots.figure_data), sorted by x."""
+    """One series of a figure's source data (figures.output.figure_data), sorted by x."""
     rows = data[(data["panel"] == panel) & (data["series"] == series) & (data["kind"] == kind)]
     assert len(rows), (panel, series, kind)
     return rows.sort_values("x")

@@ -251,8 +251,8 @@ def output_change_after_one_step(depth: int, prior: str) -> float:
 
     The biases of the residual-branch output projections (attention `out`, MLP
     `down`) are frozen (at zero): a trainable one adds O(lr) to the residual
-    stream per block whatever the weights' scale, so the change would grow ~N
-    (see DESIGN, Priors). The property is one of the weights.
+    stream per block whatever the weights' scale, so the change would grow ~N.
+    The property is one of the weights.
     """
     cfg = dataclasses.replace(backbone_config("transformer", "xs", VOCAB, MAX_LEN, norm="none"),
                               depth=depth)

@@ -1,6 +1,6 @@
 """The fit stage: every scaling coefficient of a study, as one tidy frame.
 
-DESIGN "Scaling analysis" (after Tay et al. 2022, "Scaling Laws vs Model
+docs/analysis.md, "Metrics" (after Tay et al. 2022, "Scaling Laws vs Model
 Architectures"). x is training compute C = train_flops + pretrain_flops by
 default, or non-embedding parameters, or FLOPs per token. One row per fit, its
 `metric` one of:

@@ -1,6 +1,6 @@
 """Power-law fits for scaling studies: numpy and scipy only, never torch.
 
-Four fits, all with the conventions of DESIGN.md "Scaling analysis":
+Four fits, all with the conventions of docs/analysis.md, "Metrics":
 
 - `fit_loglog`: y = coef * x^(-alpha) by least squares in log-log space, with a
   percentile bootstrap over runs within each size (Efron & Tibshirani 1993,

@@ -1,4 +1,6 @@
-"""The backbones, and `build_backbone`, the one way to build a model.
+"""The backbones: `backbone_config` (a named size's hyper-parameters for an
+architecture) and `backbone_class` (its registry entry's class) build every
+model; `build_backbone` does both in one call.
 
 Which backbones exist is the architecture registry's (scalestudy.architectures:
 name -> module and class here). Every backbone class takes a `BackboneConfig`,

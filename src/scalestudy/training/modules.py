@@ -140,7 +140,7 @@ class StudyModule(torch.nn.Module):
 
     def reseed(self, seed: int) -> None:
         """Seed the module's own random streams (pretraining's masks); torch's
-        global one (dropout's) is the caller's (training.run.seed_rank)."""
+        global one (dropout's) is the caller's (training.run.rank_seed)."""
 
     def rng_state(self) -> dict[str, torch.Tensor]:
         """The random streams a resumed run restores, as uint8 tensors of one
