@@ -48,3 +48,11 @@ def test_every_command_s_imports_resolve():
             for alias in node.names:
                 assert hasattr(module, alias.name) or importlib.util.find_spec(
                     f"{base}.{alias.name}"), f"{base}.{alias.name}"
+
+
+def test_options_prints_every_option_a_study_may_state(capsys):
+    from scalestudy.cli.parser import run_command
+    from scalestudy.study.config import reference
+
+    assert run_command(["options"]) == 0
+    assert capsys.readouterr().out == reference()

@@ -21,6 +21,7 @@ from scalestudy.study.config import (
     reference,
 )
 from scalestudy.study.schema import SCHEMA_PATH, load_schema
+from scalestudy.tasks import TASKS
 
 SCHEMA = load_schema(str(SCHEMA_PATH))
 
@@ -32,6 +33,13 @@ def test_a_study_states_only_what_it_changes_and_gets_the_rest_declared():
     for name, kind in SECTIONS.items():
         if name not in ("train", "trainer"):
             assert config[name] == defaults(kind), name
+    assert config["tasks"] == {name: defaults(task.config) for name, task in TASKS.items()}
+
+
+def test_a_study_states_only_the_task_options_it_changes():
+    config = fill_defaults({"study": "t", "tasks": {"image": {"source": "lra"}}})
+    assert config["tasks"]["image"] == {**defaults(TASKS["image"].config), "source": "lra"}
+    assert config["tasks"]["text"] == defaults(TASKS["text"].config)
 
 
 def test_the_workflow_config_is_completed_in_place_by_validation():
@@ -106,4 +114,5 @@ def test_a_spec_leaves_out_a_field_where_its_rule_says():
 
 def test_the_reference_states_every_option_at_its_default():
     stated = yaml.safe_load(reference())
-    assert stated == {name: defaults(kind) for name, kind in SECTIONS.items()}
+    assert stated == {**{name: defaults(kind) for name, kind in SECTIONS.items()},
+                      "tasks": {name: defaults(task.config) for name, task in TASKS.items()}}

@@ -23,19 +23,21 @@ GOLDEN = DATA / "spec_hashes.json"
 PRESETS = ["default"] + sorted(p.stem for p in (ROOT / "config/studies").glob("*.yaml"))
 
 
-def study(name: str) -> dict:
-    """The config the workflow sees: config/config.yaml, the preset merged
-    over it as Snakemake merges a --configfile, validated."""
-    config = load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
+def study(*names: str) -> dict:
+    """The config the workflow sees: config/config.yaml, the presets merged
+    over it in order as Snakemake merges --configfile files, validated."""
+    config = load_study(*(ROOT / f"config/studies/{name}.yaml" for name in names
+                          if name != "default"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         validate(config)
     return config
 
 
-def spec_hashes(name: str) -> dict[str, list[str]]:
-    """run directory -> [sha256 of the spec's JSON (16 hex), its config_hash]."""
-    config = study(name)
+def spec_hashes(*names: str) -> dict[str, list[str]]:
+    """run directory -> [sha256 of the spec's JSON (16 hex), its config_hash],
+    of the study of `names` (one preset, or an overlay after its base)."""
+    config = study(*names)
     per_seed = specs.per_seed(config)
     out = {}
     for cell in grid.cells(config["grid"]):

@@ -14,7 +14,8 @@ from scalestudy.study.grid import task_grid
 from tests.support import ROOT
 
 # The default study, every key with its default (config/config.yaml completed
-# from study/config.py's declarations): a preset states only what it changes.
+# from the option declarations): a preset states its name, its whole grid and
+# the options it changes.
 DEFAULT_STUDY = load_study()
 
 

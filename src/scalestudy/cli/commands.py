@@ -136,6 +136,12 @@ def cmd_status(args) -> None:
     print(report(study_status(args.study_dir or only_study())))
 
 
+def cmd_options(args) -> None:
+    from ..study.config import reference
+
+    print(reference(), end="")
+
+
 def cmd_frontier(args) -> None:
     from ..analysis.frontier.next_run import check_next_run, write_next_run
     from ..analysis.frontier.stage import frontier

@@ -5,8 +5,9 @@ its command (cli/commands.py) in this process.
 The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
 `fit`, `figure`, `figure-index`, `tables`, `claims` and, for a study with
 budgets, `frontier`; `analyse` runs a cached study's analysis stages,
-`frontier` fits the compute-optimal frontier of any table of runs too, and
-`status` says where a running study stands.
+`frontier` fits the compute-optimal frontier of any table of runs too,
+`status` says where a running study stands, and `options` prints every
+option a study may state.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def _metavar(action) -> str | None:
 
 DESCRIPTION = """Scaling-law studies of architectures and initialisation priors: the commands
 the workflow's jobs run (snakemake --cores N runs a whole study), and those a
-researcher runs on a study's results (status, analyse, frontier) or on any table
-of runs (frontier, predict)."""
+researcher runs on a study's results (status, analyse, frontier), on any table
+of runs (frontier, predict), or to see what a study may state (options)."""
 
 # One example per subcommand, shown under its --help.
 EXAMPLES = {
@@ -87,6 +88,7 @@ EXAMPLES = {
                "/tmp/predict --holdout",
     "analyse": "scalestudy analyse data/cache/workstation.parquet --out-dir results/workstation",
     "status": "scalestudy status results/default",
+    "options": "scalestudy options > /tmp/options.yaml",
 }
 
 
@@ -352,6 +354,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the study's results directory, results/<study> (default: the one "
                    "study under results/)")
     p.set_defaults(func=commands.cmd_status)
+
+    p = command("options", "every option a study may state, with its default and what it "
+                "means, as YAML (an option a study does not state takes its default)")
+    p.set_defaults(func=commands.cmd_options)
     for parser_ in (top, *sub.choices.values()):
         for action in parser_._actions:
             action.metavar = _metavar(action)

@@ -2,12 +2,14 @@
 dataclass whose fields carry their type, default, description and bounds
 (options.option), the way a task's options are (tasks/<task>.py).
 
-From these declarations come the schema's sections (study/schema.py derives
-them when the schema is loaded), the values a study does not state
-(`fill_defaults`, run by validation, so that the workflow's `config` is the
-completed one) and `StudyConfig`, the typed view the package reads. A
-section's defaults are the default study's choices: config/config.yaml
-states only its name, its grid and its tasks' data.
+From these declarations, and the task registry's (tasks.TASKS), come the
+schema's sections (study/schema.py derives them when the schema is loaded),
+the values a study does not state (`fill_defaults`, run by validation, so
+that the workflow's `config` is the completed one), `reference()`, every
+option at its default with its description (`scalestudy options` prints it),
+and `StudyConfig`, the typed view the package reads. A section's defaults
+are the default study's choices: config/config.yaml states only its name,
+its grid and whatever task option it chooses otherwise.
 
 TrainConfig and TrainerConfig are also the sections of a run's spec
 (study/specs.py), whose JSON is a rule param and whose hash is the run's
@@ -28,6 +30,7 @@ import yaml
 
 from ..options import UNLESS_DEFAULT, defaults, option
 from ..stages import PRETRAIN_SEEDS
+from ..tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STUDY = ROOT / "config" / "config.yaml"
@@ -294,14 +297,20 @@ TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def fill_defaults(config: dict) -> dict:
-    """Each declared section of `config` with the options it does not state
-    at their defaults, in place (a section that is not a dict is left for the
-    schema to refuse)."""
-    for name, kind in SECTIONS.items():
-        given = config.setdefault(name, {})
-        if isinstance(given, dict):
-            config[name] = {**defaults(kind), **given}
+    """Each declared section of `config`, and each task's section under
+    `tasks`, with the options it does not state at their defaults, in place
+    (a section that is not a dict is left for the schema to refuse)."""
+    _fill(config, {name: defaults(kind) for name, kind in SECTIONS.items()})
+    if isinstance(config.setdefault("tasks", {}), dict):
+        _fill(config["tasks"], {name: defaults(task.config) for name, task in TASKS.items()})
     return config
+
+
+def _fill(sections: dict, declared: dict[str, dict]) -> None:
+    for name, values in declared.items():
+        given = sections.setdefault(name, {})
+        if isinstance(given, dict):
+            sections[name] = {**values, **given}
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -358,19 +367,34 @@ class StudyConfig:
                       for name, kind in SECTIONS.items()})
 
 
+TASKS_DOC = """the options of each task's data, declared in src/scalestudy/tasks/<task>.py;
+    a study states those it changes, for the tasks of grid.tasks"""
+
+
 def reference() -> str:
-    """Every declared section at its defaults, as YAML, each option's
-    description a comment above it: what a study may state."""
+    """Every declared section at its defaults, then every task's options
+    (`tasks:`), as YAML, each option's description a comment above it: what
+    a study may state."""
     lines = []
     for name, kind in SECTIONS.items():
-        lines += ["", *_comment(kind.__doc__, ""), f"{name}:"]
-        given = defaults(kind)
-        for f in dataclasses.fields(kind):
-            if f.name in given:
-                value = yaml.safe_dump({f.name: given[f.name]}, default_flow_style=True,
-                                       width=1000).strip()[1:-1]  # without the outer {}
-                lines += [*_comment(f.metadata["doc"], "  "), f"  {value}"]
+        lines += ["", *_comment(kind.__doc__, ""), f"{name}:", *_options(kind, "  ")]
+    lines += ["", *_comment(TASKS_DOC, ""), "tasks:"]
+    for name, task in TASKS.items():
+        lines += [*_comment(task.config.__doc__, "  "), f"  {name}:",
+                  *_options(task.config, "    ")]
     return "\n".join(lines[1:]) + "\n"
+
+
+def _options(kind: type, indent: str) -> list[str]:
+    """The options of dataclass `kind` at their defaults, each under its description."""
+    lines = []
+    given = defaults(kind)
+    for f in dataclasses.fields(kind):
+        if f.name in given:
+            value = yaml.safe_dump({f.name: given[f.name]}, default_flow_style=True,
+                                   width=1000).strip()[1:-1]  # without the outer {}
+            lines += [*_comment(f.metadata["doc"], indent), f"{indent}{value}"]
+    return lines
 
 
 def _comment(text: str, indent: str) -> list[str]:

@@ -14,9 +14,9 @@ the study needs: the self-pretraining mask ratio (Amos et al. 2023: ListOps
 `prepare` converts a source once into the contract's cached arrays and
 manifest; `load` reads them back as tensors, and is all that training and
 pretraining read. `check_releases` refuses a study whose release files are
-missing before any job runs. A study states only the task options it changes
-(config/config.yaml lists the defaults, which tests/tasks/test_contract.py keeps equal
-to the dataclasses'). Importing the package imports no torch; `load` does.
+missing before any job runs. A study states only the task options it changes;
+validation fills in the rest from the dataclasses (study/config.py
+`fill_defaults`). Importing the package imports no torch; `load` does.
 """
 
 from __future__ import annotations
