@@ -147,6 +147,13 @@ def _frontier_options(p) -> None:
                         "(analysis/frontier/next_run.py)")
 
 
+def _trunk_option(p) -> None:
+    p.add_argument("--trunk", type=Path, metavar="DIR",
+                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
+                   "branch starts (training/branches.py); by default the trunk's directory "
+                   "beside the branch's own in the study's results")
+
+
 def _predict_options(p) -> None:
     p.add_argument("table", help="CSV or Parquet of runs: params, loss, tokens and/or compute; "
                                  "optional group columns (arch, prior), seed, a metric column, "
@@ -238,10 +245,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the pretraining stage's directory (best.ckpt, record.parquet): spt and "
                    "upstream load its checkpoint, scratch_matched matches its compute; omitted "
                    "(the default) for the priors that need no pretraining")
-    p.add_argument("--trunk", type=Path, metavar="DIR",
-                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
-                   "branch starts (training/branches.py); by default the trunk's directory "
-                   "beside the branch's own in the study's results")
+    _trunk_option(p)
     p.set_defaults(func=commands.cmd_train)
 
     p = command("pretrain", "pretrain one backbone (spt or upstream)")
@@ -252,10 +256,7 @@ def parser() -> argparse.ArgumentParser:
                    "corpus (upstream; scalestudy corpus --out-dir)")
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for best.ckpt, last.ckpt, metrics.csv and record.parquet")
-    p.add_argument("--trunk", type=Path, metavar="DIR",
-                   help="a wsd branch's trunk run directory (its fork-b<budget>.ckpt), where the "
-                   "branch starts (training/branches.py); by default the trunk's directory "
-                   "beside the branch's own in the study's results")
+    _trunk_option(p)
     p.set_defaults(func=commands.cmd_pretrain)
 
     p = command("corpus", "prepare the upstream corpus")
