@@ -39,7 +39,7 @@ study: $(VENV)/.installed
 test: $(VENV)/.installed
 	python -m pytest
 
-# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~5 min).
+# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~20 min on 2 cores).
 test-slow: $(VENV)/.installed
 	python -m pytest -m slow
 
