@@ -106,9 +106,7 @@ class NextRun:
 
     def preset_text(self) -> str:
         """The preset: the header says what was predicted, the keys what changes."""
-        ok = self.table[self.table["sizes"] != ""]
-        archs = list(dict.fromkeys(ok["arch"]))
-        sizes = [s for s in SIZES if any(s in row.split(",") for row in ok["sizes"])]
+        archs, sizes = self.grid
         lines = [f"# The next run of study {self.study!r}: the IsoFLOP group at each new "
                  f"budget, its sizes bracketing the optimum that {self.method_name} predicts there",
                  "# (scalestudy frontier --next-run; analysis/frontier/next_run.py). Layer it "
@@ -136,11 +134,17 @@ class NextRun:
     def method_name(self) -> str:
         return self.method.replace("approach", "approach ")
 
+    @property
+    def grid(self) -> tuple[list[str], list[str]]:
+        """The preset's architectures and sizes: every group's that chose sizes,
+        the sizes in the ladder's order."""
+        chosen = self.table[self.table["sizes"] != ""]
+        sizes = {size for row in chosen["sizes"] for size in row.split(",")}
+        return list(dict.fromkeys(chosen["arch"])), [s for s in SIZES if s in sizes]
+
     def summary(self) -> str:
         """One line: the preset's study, architectures, sizes and budgets."""
-        preset = self.table[self.table["sizes"] != ""]
-        archs = sorted(set(preset["arch"]))
-        sizes = [s for s in SIZES if any(s in row.split(",") for row in preset["sizes"])]
+        archs, sizes = self.grid
         return (f"{self.study}_next: {', '.join(archs) or 'no architecture'} at "
                 f"{', '.join(sizes) or 'no size'}, budgets "
                 f"{', '.join(map(flops_text, self.budgets))}")
