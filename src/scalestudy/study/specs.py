@@ -186,10 +186,11 @@ def _is_budget_label(text: str) -> bool:
 
 
 def task_section(config: dict, task: str) -> dict:
-    """A task's options, every one stated: the study's section over the task
-    config dataclass's defaults (as JSON values)."""
+    """A task's options as a spec states them: the study's section over the task
+    config dataclass's defaults (as JSON values), without the options a spec
+    states only away from their default (so adding one reruns nothing)."""
     cfg = task_config(task, StudyConfig.from_dict(config).tasks.get(task, {}))
-    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+    return spec_values(type(cfg), json.loads(json.dumps(dataclasses.asdict(cfg))))
 
 
 def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..options import spec_values
 from ..records import LRA_RELEASE
 from ..registry import Registry
 from . import contract, image, listops, pathfinder, retrieval, text
@@ -164,11 +165,15 @@ def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
     a directory prepared for another task or config."""
     import torch
 
-    config = json.loads(json.dumps(dataclasses.asdict(task_config(task, cfg))))
+    config = task_config(task, cfg)
+    stated = json.loads(json.dumps(spec_values(type(config), dataclasses.asdict(config))))
     manifest, splits = contract.read(data_dir)
-    if manifest["task"] != task or manifest["config"] != config:
+    # Compared as a spec states them: data prepared before an option existed
+    # (so without it) matches that option at its default.
+    if (manifest["task"] != task
+            or spec_values(type(config), manifest["config"]) != stated):
         raise ValueError(f"{data_dir} holds {manifest['task']} prepared with "
-                         f"{manifest['config']}, not {task} with {config}; prepare it again")
+                         f"{manifest['config']}, not {task} with {stated}; prepare it again")
 
     def tensors(split: contract.Split) -> tuple[Any, ...]:
         # Token ids stay in the cache's uint16 (a quarter of int64's memory, and
