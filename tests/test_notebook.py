@@ -128,6 +128,7 @@ PANELS = [
     ("downstream_vs_upstream", {"task": "listops", "arch": "glu"}, "listops/glu"),
     ("downstream_vs_upstream", {"task": "listops"}, "listops/overlay"),
     ("spt_vs_matched", {"task": "listops"}, "listops"),
+    ("gap_closing", {"task": "listops"}, "listops"),
     ("heldout_prediction", {"metric": "alpha_D", "task": "listops", "prior": "spt"},
      "listops error: αD, spt"),
     ("heldout_prediction", {"metric": "alpha_U", "form": "saturating"},

@@ -138,6 +138,7 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
         "downstream_vs_upstream":
             "no runs finetuned from upstream pretraining: the study has no `upstream` prior",
         "spt_vs_matched": "no `scratch_matched` runs: the study's priors lack it",
+        "gap_closing": "no finished s4 runs",
         **dict.fromkeys(["frontier_isoflop", "frontier_optimal", "frontier_loss"], NO_FRONTIER),
     }
     assert not any(e.notice for e in out.entries.values())
@@ -219,7 +220,8 @@ def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered
                 assert line.get_color() == want["color"], (name, gid)
                 assert line.get_marker() == want["marker"], (name, gid)
                 seen.add(name)
-    assert seen == set(figures)
+    # gap_closing draws the difference of two architectures, in neutral grey.
+    assert seen == set(figures) - {"gap_closing"}
 
 
 def test_error_vs_compute_plots_seed_means_and_the_fit_with_its_band(rendered, study):
@@ -371,6 +373,48 @@ def test_arch_gap_and_spt_vs_matched_read_back(rendered, study):
     np.testing.assert_allclose(np.sort(points.get_ydata()), np.sort(means["spt"]))
 
 
+def test_gap_closing_reads_back_the_gaps_their_intervals_and_the_share_closed(rendered, study):
+    from scipy.stats import t as student_t
+
+    from scalestudy.analysis.figures import gap_closing
+
+    figures, _, _ = rendered
+    runs, _ = study
+    acc = task_runs(runs).query("task == 'listops' and prior in ['random', 'spt']").pivot_table(
+        index=["prior", "size", "seed"], columns="arch", values="test_acc")
+    ax = _panel(figures["gap_closing"], "listops")
+    gaps = {}
+    for prior in ("random", "spt"):
+        line = _gid(ax, f"gap:{prior}")
+        expected, halves = [], []
+        for size in ("xxs", "xs", "s"):
+            s4, tf = acc.loc[(prior, size), "s4"], acc.loc[(prior, size), "transformer"]
+            expected.append(s4.mean() - tf.mean())
+            # Welch with two runs each: 2 df when the variances are equal.
+            se2 = s4.var() / 2 + tf.var() / 2
+            df = se2 ** 2 / ((s4.var() / 2) ** 2 + (tf.var() / 2) ** 2)
+            halves.append(student_t.ppf(0.975, df) * np.sqrt(se2))
+        np.testing.assert_allclose(line.get_ydata(), expected)
+        np.testing.assert_allclose(_bars(ax, f"gap:{prior}"), halves)
+        gaps[prior] = np.array(expected)
+    closed = (gaps["random"] - gaps["spt"]) / gaps["random"]
+    labels = [text.get_text() for text in ax.texts]
+    assert labels == [f"{share:.0%} closed" for share in closed[gaps["random"] > 0]]
+
+
+def test_gap_closing_names_what_it_lacks():
+    from scalestudy.analysis.figures import gap_closing
+
+    runs = make_runs(archs=("transformer", "performer"), sizes=("xxs", "xs", "s"),
+                     priors=("random", "spt"), seeds=(0, 1))
+    with pytest.raises(output.NotDrawn, match="no finished s4 runs"):
+        gap_closing.draw(runs, pd.DataFrame(), "unused", **FIGURES["gap_closing"].params)
+    assert not FIGURES["gap_closing"].fed_by(Grid.of(["listops"], ["transformer", "s4"],
+                                                     ["xxs"], ["random", "scratch_matched"]))
+    assert FIGURES["gap_closing"].fed_by(Grid.of(["listops"], ["transformer", "s4"],
+                                                 ["xxs"], ["random", "spt"]))
+
+
 def _widths_study() -> pd.DataFrame:
     """Runs whose depth grows only with width (2, 2, 4 at widths 16, 32, 64, as the
     CPU ladder does), plus runs that grow depth 2 -> 4 -> 8 at the fixed width 32."""
@@ -426,7 +470,8 @@ def test_workflow_declares_the_figures_its_grid_feeds():
     every = set(of_runs_and_fits(["listops"]))
     assert declared("workstation") == every - {"loss_vs_depth"}
     every_task = set(of_runs_and_fits(TASKS))  # the smoke study has every LRA task
-    assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth"}
+    # The smoke study has one architecture: no gap between two.
+    assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth", "gap_closing"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
     # A study with budgets: the frontier's figures too (and the others' notices).
     frontier = {"frontier_isoflop", "frontier_optimal", "frontier_loss"}
