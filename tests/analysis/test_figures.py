@@ -376,7 +376,6 @@ def test_arch_gap_and_spt_vs_matched_read_back(rendered, study):
 def test_gap_closing_reads_back_the_gaps_their_intervals_and_the_share_closed(rendered, study):
     from scipy.stats import t as student_t
 
-    from scalestudy.analysis.figures import gap_closing
 
     figures, _, _ = rendered
     runs, _ = study

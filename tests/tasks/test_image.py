@@ -52,6 +52,7 @@ def test_a_test_fraction_is_refused_outside_its_range_and_for_cifar():
 
     from scalestudy import tasks
     from scalestudy.study import ConfigError, validate
+
     from tests.support.studies import DEFAULT_STUDY
 
     with pytest.raises(ValueError, match=r"tasks.image.test_fraction: got 0.25; .* digits only"):
@@ -64,6 +65,7 @@ def test_a_test_fraction_is_refused_outside_its_range_and_for_cifar():
 
 def test_the_default_test_fraction_leaves_a_spec_as_it_was():
     from scalestudy.study import specs
+
     from tests.support.studies import DEFAULT_STUDY
 
     config = {**DEFAULT_STUDY, "tasks": {"image": {"image_size": 16}}}

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ..analysis import X_AXES
+from ..analysis.stages import Options as Fitted
 from . import commands
 
 
@@ -93,15 +94,21 @@ EXAMPLES = {
 
 
 def _fit_options(p) -> None:
-    p.add_argument("--x", default="compute", choices=X_AXES,
+    p.add_argument("--x", default=Fitted.x_axis, choices=X_AXES,
                    help="the x axis of every fit: compute (training plus pretraining FLOPs), "
                    "params (non-embedding parameters) or flops_per_token")
-    p.add_argument("--n-boot", type=int, default=1000,
-                   help="bootstrap resamples of each log-log fit and of alpha_D/alpha_U "
-                   "(and, in analyse, of each claim's interval and of the frontier's fits)")
-    p.add_argument("--ci", type=float, default=0.95,
+    _bootstrap_options(p, Fitted.n_boot, "bootstrap resamples of each log-log fit and of "
+                       "alpha_D/alpha_U (and, in analyse, of each claim's interval and of the "
+                       "frontier's fits)")
+
+
+def _bootstrap_options(p, n_boot: int, what: str) -> None:
+    """--n-boot (its default and what it resamples differ by command), --ci, --seed."""
+    p.add_argument("--n-boot", type=int, default=n_boot, help=what)
+    p.add_argument("--ci", type=float, default=Fitted.ci,
                    help="coverage of the bootstrap confidence intervals")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    p.add_argument("--seed", type=int, default=Fitted.seed,
+                   help="seed of the bootstrap resampling")
 
 
 def _frontier_options(p) -> None:
@@ -116,9 +123,7 @@ def _frontier_options(p) -> None:
                                     "params, loss, compute and/or tokens)")
     p.add_argument("--by", nargs="+", default=None, metavar="COL",
                    help="group columns (default: arch and prior, those present)")
-    p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates")
-    p.add_argument("--ci", type=float, default=0.95, help="interval level")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    _bootstrap_options(p, 200, "bootstrap replicates")
     p.add_argument("--budget-gap", type=float, default=0.02,
                    help="without a budget column: a new budget where log10 compute jumps "
                         "by more than this (decades)")
@@ -181,10 +186,7 @@ def _predict_options(p) -> None:
                    help="TABLE is a study's results directory: fit every run's validation "
                    "curve (metrics.csv) as checkpoints, after --min-fraction "
                    "(analysis/predict/curves.py)")
-    p.add_argument("--n-boot", type=int, default=200,
-                   help="bootstrap replicates (each refits the law; 0: no intervals)")
-    p.add_argument("--ci", type=float, default=0.95, help="interval level")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    _bootstrap_options(p, 200, "bootstrap replicates (each refits the law; 0: no intervals)")
     p.add_argument("--n-polish", type=int, default=256,
                    help="L-BFGS-B from this many best starts of the grid")
     p.add_argument("--compute-axis", choices=("counted", "6nd"), default="counted",
@@ -276,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("runs", type=Path, help=runs_help)
     p.add_argument("--out", required=True, type=Path, help="the fits.parquet to write")
     _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=100,
+    p.add_argument("--n-boot-saturating", type=int, default=Fitted.n_boot_saturating,
                    help="bootstrap resamples of each saturating fit (each is a refit)")
     p.set_defaults(func=commands.cmd_fit)
 
@@ -314,11 +316,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("runs", type=Path, help=runs_help)
     p.add_argument("fits", type=Path, help=fits_help)
     p.add_argument("--out", required=True, type=Path, help="the claims.md to write")
-    p.add_argument("--n-boot", type=int, default=1000,
-                   help="bootstrap resamples of each claim's interval")
-    p.add_argument("--ci", type=float, default=0.95,
-                   help="coverage of the bootstrap confidence intervals")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    _bootstrap_options(p, Fitted.n_boot, "bootstrap resamples of each claim's interval")
     p.add_argument("--frontier", type=Path, metavar="DIR",
                    help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
                    "whose fits and replicates the frontier claims read; omitted for a study "
@@ -343,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
                    help="directory for fits.parquet, frontier/ (runs with budgets), figures/, "
                    "tables/ and claims.md")
     _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=100,
+    p.add_argument("--n-boot-saturating", type=int, default=Fitted.n_boot_saturating,
                    help="bootstrap resamples of each saturating fit (each is a refit)")
     _workers_option(p)
     p.set_defaults(func=commands.cmd_analyse)

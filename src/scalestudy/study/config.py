@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from ..analysis import X_AXES
+from ..analysis.stages import Options as Fitted  # the analysis's defaults, declared there
 from ..options import UNLESS_DEFAULT, defaults, option
 from ..stages import PRETRAIN_SEEDS
 from ..tasks import TASKS
@@ -232,12 +234,12 @@ class UpstreamConfig:
 class FitConfig:
     """how the power laws are fitted (fits.py) and the claims checked"""
 
-    x_axis: str = option("compute", """the x of every fit: compute (training plus
+    x_axis: str = option(Fitted.x_axis, """the x of every fit: compute (training plus
         pretraining FLOPs), params (non-embedding parameters) or flops_per_token""",
-                         enum=["compute", "params", "flops_per_token"])
-    n_boot: int = option(1000, "bootstrap resamples per fit (and per claim's interval)",
+                         enum=list(X_AXES))
+    n_boot: int = option(Fitted.n_boot, "bootstrap resamples per fit (and per claim's interval)",
                          minimum=10)
-    ci: float = option(0.95, "coverage of the bootstrap confidence intervals",
+    ci: float = option(Fitted.ci, "coverage of the bootstrap confidence intervals",
                        exclusiveMinimum=0, exclusiveMaximum=1)
 
 
