@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..options import spec_values
 from ..stages import STAGES
-from ..tasks import task_config
+from ..tasks import stated_options, task_config
 from . import grid
 from .config import StudyConfig, TrainConfig, TrainerConfig, parse
 from .resources import device_count, job_setting
@@ -190,7 +190,7 @@ def task_section(config: dict, task: str) -> dict:
     config dataclass's defaults (as JSON values), without the options a spec
     states only away from their default (so adding one reruns nothing)."""
     cfg = task_config(task, StudyConfig.from_dict(config).tasks.get(task, {}))
-    return spec_values(type(cfg), json.loads(json.dumps(dataclasses.asdict(cfg))))
+    return stated_options(cfg)
 
 
 def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,

@@ -102,6 +102,12 @@ def task_config(task: str, cfg: dict):
     return config
 
 
+def stated_options(config) -> dict:
+    """A task config's options as a run's spec states them (JSON values),
+    without those a spec states only away from their default."""
+    return spec_values(type(config), json.loads(json.dumps(dataclasses.asdict(config))))
+
+
 def check_releases(config: dict, root: Path | str = ".") -> None:
     """Refuse a study whose grid has a task that reads LRA's release
     (`tasks.<task>.source: lra`) when its files are not in `lra_dir`.
@@ -166,7 +172,7 @@ def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
     import torch
 
     config = task_config(task, cfg)
-    stated = json.loads(json.dumps(spec_values(type(config), dataclasses.asdict(config))))
+    stated = stated_options(config)
     manifest, splits = contract.read(data_dir)
     # Compared as a spec states them: data prepared before an option existed
     # (so without it) matches that option at its default.
