@@ -120,6 +120,8 @@ PANELS = [
     ("upstream_loss_vs_compute", {}, "overlay"),
     ("error_vs_compute", {"task": "listops", "prior": "spt", "arch": "performer"},
      "listops/spt/performer"),
+    ("scaling_overview", {"arch": "s4"}, "s4"),
+    ("scaling_overview", {"arch": "s4", "task": "listops"}, "listops/random/s4"),
     ("alpha_per_arch", {}, "alpha_U/loglog"),
     ("alpha_per_arch", {"form": "saturating"}, "alpha_U/saturating"),
     ("alpha_per_arch", {"task": "listops", "prior": "random"}, "alpha_D/listops/random"),

@@ -9,7 +9,7 @@ import pytest
 from scalestudy.locks import RunBusy, run_lock
 from scalestudy.training.job import run_recorded
 
-from tests.support.studies import DEFAULT_STUDY
+from tests.support.studies import DECLARED_STUDY
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -73,7 +73,7 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     from scalestudy.study import grid, specs
     from scalestudy.training import job, task
 
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11]
     spec = specs.RunSpec.from_dict(specs.run_spec(config, "listops", "s4", "xs", prior, 1, 1e11))
     run_dir = tmp_path / grid.Cell("listops", "s4", "xs", prior, 1, 1e11).directory

@@ -127,6 +127,7 @@ def test_a_figure_without_data_is_not_drawn_and_the_index_says_why(drawn, tmp_pa
     assert reasons == {
         "upstream_loss_vs_compute":
             "no upstream pretraining runs: the study has no `upstream` prior",
+        "scaling_overview": "no upstream pretraining runs: the study has no `upstream` prior",
         "arch_gap": "only one architecture (the gap is the best architecture minus the "
                     "transformer, under random and spt)",
         "loss_vs_depth": "no architecture has runs at two or more depths of one width (and "
@@ -303,6 +304,47 @@ def test_upstream_and_transfer_figures_plot_the_fits(rendered, study):
     np.testing.assert_allclose(points.get_xdata(), cell["upstream_loss"].mean())
     np.testing.assert_allclose(points.get_ydata(), cell["error"].mean())
     np.testing.assert_allclose(_bars(ax, "points:performer"), cell["error"].std(ddof=1))
+
+
+def test_scaling_overview_puts_upstream_above_each_tasks_random_error(rendered, study):
+    figures, _, _ = rendered
+    runs, fits = study
+    fig = figures["scaling_overview"]
+    archs = ["transformer", "performer", "s4"]
+    # The upstream row, then a row per task under random init, a column per arch.
+    assert [ax.get_label() for ax in fig.axes] == [
+        *archs, *(f"{task}/random/{arch}" for task in ("listops", "text") for arch in archs)]
+    for row in (fig.axes[:3], fig.axes[3:6], fig.axes[6:]):
+        assert len({ax.get_ylim() for ax in row}) == 1  # each row shares its limits
+    # Its panels are the source figures' panels: the same fits and the same points.
+    up = runs[runs["stage"] == "upstream"]
+    for arch, ax in zip(archs, fig.axes[:3], strict=True):
+        row = one_fit(fits, "alpha_U", arch=arch)
+        line = _gid(ax, f"fit:{arch}")
+        np.testing.assert_allclose(line.get_ydata(),
+                                   row["coef"] * line.get_xdata() ** -row["alpha"])
+        np.testing.assert_allclose(
+            np.sort(_gid(ax, f"points:{arch}").get_ydata()),
+            np.sort(up[up["arch"] == arch].groupby("size")["upstream_loss"].mean()))
+    source = _panel(figures["error_vs_compute"], "text/random/s4")
+    ax = _panel(fig, "text/random/s4")
+    for gid in ("fit:s4", "points:s4"):
+        np.testing.assert_allclose(_gid(ax, gid).get_xydata(), _gid(source, gid).get_xydata())
+    row = one_fit(fits, "alpha_D", task="text", arch="s4", prior="random")
+    assert f"αD = {row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]" in [
+        t.get_text() for t in ax.texts]
+
+
+def test_scaling_overview_needs_upstream_and_random():
+    entry = FIGURES["scaling_overview"]
+    assert entry.fed_by(Grid.of(["listops"], ["s4"], ["xxs"], ["random", "upstream"]))
+    assert not entry.fed_by(Grid.of(["listops"], ["s4"], ["xxs"], ["random", "spt"]))
+    assert not entry.fed_by(Grid.of(["listops"], ["s4"], ["xxs"], ["upstream", "spt"]))
+    from scalestudy.analysis.figures import scaling_overview
+
+    runs = make_runs(archs=("s4",), sizes=("xxs", "xs", "s"), priors=("spt",), seeds=(0,))
+    with pytest.raises(output.NotDrawn, match="no upstream pretraining runs"):
+        scaling_overview.draw(runs, fit_study(runs, n_boot=10, n_boot_saturating=0), "unused")
 
 
 def test_accuracy_vs_size_shares_its_axis_and_plots_mean_and_sd_over_seeds(rendered, study):

@@ -11,26 +11,26 @@ import yaml
 from scalestudy.study import ConfigError, costs, grid, specs, validate
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY, dry_run, job_counts, workflow_copy
+from tests.support.studies import DECLARED_STUDY, dry_run, job_counts, workflow_copy
 
 
 def study(**grid_changes) -> dict:
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["grid"].update(grid_changes)
     return config
 
 
 def test_without_budgets_the_cells_and_directories_are_unchanged():
-    cells = grid.cells(DEFAULT_STUDY["grid"])
+    cells = grid.cells(DECLARED_STUDY["grid"])
     assert all(c.budget is None for c in cells)
     assert cells[0].directory == "runs/listops/transformer/xxs/random/s0"
-    pre = grid.pretrain_cells(DEFAULT_STUDY["grid"])
+    pre = grid.pretrain_cells(DECLARED_STUDY["grid"])
     assert "pretrain/upstream/transformer/xxs" in [p.directory for p in pre]
 
 
 def test_budgets_multiply_the_cells_and_add_a_directory_segment():
     config = study(budgets=[3e11, 1e11])
-    plain, budgeted = grid.cells(DEFAULT_STUDY["grid"]), grid.cells(config["grid"])
+    plain, budgeted = grid.cells(DECLARED_STUDY["grid"]), grid.cells(config["grid"])
     assert len(budgeted) == 2 * len(plain)
     assert {c.budget for c in budgeted} == {1e11, 3e11}
     one = grid.Cell("listops", "s4", "xs", "upstream", 1, 3e11)
@@ -194,7 +194,7 @@ ASCENDING, DESCENDING = [1e11, 3e11, 1e12], [1e12, 3e11, 1e11]
 
 
 def wsd_study(budgets) -> dict:
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = list(budgets)
     config["train"]["schedule"] = "wsd"
     return config

@@ -23,6 +23,8 @@ from scalestudy.study.config import (
 from scalestudy.study.schema import SCHEMA_PATH, load_schema
 from scalestudy.tasks import TASKS
 
+from tests.support.studies import DECLARED_STUDY
+
 SCHEMA = load_schema(str(SCHEMA_PATH))
 
 
@@ -82,7 +84,11 @@ def test_bad_input_gets_one_error_naming_the_field_and_what_it_accepts(section, 
 
 def test_the_typed_config_reads_every_section():
     study = StudyConfig.from_dict(load_study())
-    assert isinstance(study.train, TrainConfig) and study.train.max_steps == 90
+    # The default study's choices (config/config.yaml), then the declarations.
+    assert isinstance(study.train, TrainConfig) and study.train.max_steps == 150
+    assert study.pretrain.per_seed is True
+    study = StudyConfig.from_dict(DECLARED_STUDY)
+    assert study.train.max_steps == 90
     assert study.trainer.loggers == ("csv",)
     assert study.pretrain.per_seed is False
     assert study.pretrain.schedule == {"max_steps": 90, "until": "max_steps", "batch_size": 32,

@@ -18,7 +18,7 @@ from snakemake.utils import update_config
 from scalestudy.study import ConfigError, validate
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 
 
 def overridden(**values: str) -> dict:

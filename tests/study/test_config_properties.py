@@ -23,7 +23,7 @@ from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.tasks import TASKS, task_config, upstream
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 
 SCHEMA = ROOT / "config" / "schema.yaml"
 MEMORY = 16 * GIB  # a laptop's; passed explicitly so the test is the same everywhere
@@ -199,7 +199,8 @@ def test_memory_estimate_grows_with_size_batch_and_length():
     ({"pretrain": {"val_every": 91}}, r"^pretrain\.val_every: 91 exceeds pretrain\.max_steps"),
     ({"tasks": {"listops": {"max_length": 64}}},
      r"^tasks\.listops: its length 64 exceeds upstream\.seq_len 48"),
-    ({"train": {"until": "plateau", "max_steps": 2000}},
+    ({"train": {"until": "plateau", "max_steps": 2000},
+      "grid": {"priors": ["random", "spt", "scratch_matched"]}},
      r"^train\.until: 'plateau' cannot be matched by prior scratch_matched.* accepted with "
      r"scratch_matched: max_steps"),
     ({"train": {"until": "plateau", "max_steps": 200}, "grid": {"priors": ["random"]}},

@@ -1,5 +1,6 @@
 """A preset does not move when the default study does: each one states the
-values of config/config.yaml it depends on (its name and every grid key), so
+values of config/config.yaml it depends on (its name, every grid key, and each
+option config.yaml states that its runs read), so
 that changing any value config/config.yaml states changes none of its runs'
 specs (their JSON and config_hash, pinned in tests/data/spec_hashes.json)."""
 
@@ -10,9 +11,8 @@ import yaml
 
 from scalestudy.study import config as study_config
 
-from tests.study.test_spec_golden import GOLDEN, PRESETS, spec_hashes, study
+from tests.study.test_spec_golden import GOLDEN, PRESETS, layers, spec_hashes, study
 from tests.support import ROOT
-from tests.support.studies import OVERLAYS
 
 # Another valid value for every value config/config.yaml states but those KEPT.
 PERTURBED = {
@@ -20,7 +20,13 @@ PERTURBED = {
     "grid": {"archs": ["performer", "dconv"], "sizes": ["xxxs", "m"],
              "priors": ["tfixup", "spt"], "tasks": ["text"], "seeds": [3], "per_task": {},
              "budgets": [1.0e+13]},
-    "tasks": {},
+    "tasks": {"listops": {"n_train": 1000, "n_val": 100, "n_test": 100, "max_args": 6,
+                          "min_length": 3, "max_length": 40}},
+    "train": {"max_steps": 77, "batch_size": 8, "warmup_steps": 3, "val_every": 11,
+              "protocol": "depth"},
+    "pretrain": {"max_steps": 55, "batch_size": 8, "warmup_steps": 2, "val_every": 5,
+                 "seeds": "shared"},
+    "upstream": {"max_train_sequences": 100, "max_val_sequences": 50},
 }
 # Snakemake merges a mapping key by key, so a task's sub-grid in config.yaml's
 # grid.per_task would reach every preset, whatever the preset states: the
@@ -60,18 +66,9 @@ def perturb_the_default(tmp_path, monkeypatch) -> None:
     study()  # a valid study itself
 
 
-def layers(name: str) -> list[str]:
-    """The presets a study is run with, an overlay after its base."""
-    base = OVERLAYS.get(f"{name}.yaml")
-    return [base.removesuffix(".yaml"), name] if base else [name]
-
-
 @pytest.mark.parametrize("name", [p for p in PRESETS if p != "default"])
 def test_a_presets_specs_do_not_change_when_the_default_study_does(name, tmp_path, monkeypatch):
-    if f"{name}.yaml" in OVERLAYS:  # pinned over config.yaml alone: compare with its base
-        expected = spec_hashes(*layers(name))
-    else:
-        expected = json.loads(GOLDEN.read_text())[name]
+    expected = json.loads(GOLDEN.read_text())[name]
     perturb_the_default(tmp_path, monkeypatch)
     assert spec_hashes(*layers(name)) == expected
 

@@ -16,7 +16,7 @@ import yaml
 
 from scalestudy.study import grid, specs
 
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 from tests.support.studies import workflow_copy
 
 GRID = {**DEFAULT["grid"], "archs": ["transformer"], "sizes": ["xxs"],

@@ -13,7 +13,7 @@ from scalestudy.study import ConfigError, validate
 from scalestudy.study.specs import task_section
 from scalestudy.tasks import task_config
 
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 
 
 @pytest.mark.parametrize(("task", "field", "standin", "lra"), [

@@ -1,7 +1,7 @@
 """Every committed study's run and pretraining specs, pinned: a spec's JSON
 is a rule param and its hash each run's config_hash, so a change to either
 reruns the study's finished runs. The golden file holds, per preset (and the
-default study) and run directory, the sha256 of the spec's JSON and its
+default study; an overlay over its base) and run directory, the sha256 of the spec's JSON and its
 config_hash; regenerate it only for a change meant to rerun runs:
 
     python -m tests.study.test_spec_golden > tests/data/spec_hashes.json
@@ -18,6 +18,7 @@ from scalestudy.study import grid, specs, validate
 from scalestudy.study.config import load_study
 
 from tests.support import DATA, ROOT
+from tests.support.studies import OVERLAYS
 
 GOLDEN = DATA / "spec_hashes.json"
 PRESETS = ["default"] + sorted(p.stem for p in (ROOT / "config/studies").glob("*.yaml"))
@@ -32,6 +33,12 @@ def study(*names: str) -> dict:
         warnings.simplefilter("ignore")
         validate(config)
     return config
+
+
+def layers(name: str) -> list[str]:
+    """The presets a study is run with: an overlay after its base."""
+    base = OVERLAYS.get(f"{name}.yaml")
+    return [base.removesuffix(".yaml"), name] if base else [name]
 
 
 def spec_hashes(*names: str) -> dict[str, list[str]]:
@@ -61,10 +68,10 @@ def _hashes(spec: dict, kind: type) -> list[str]:
 def test_every_committed_studys_specs_and_hashes_are_unchanged(name):
     golden = json.loads(GOLDEN.read_text())
     assert name in golden, f"no golden specs for preset {name}: regenerate (module docstring)"
-    assert spec_hashes(name) == golden[name]
+    assert spec_hashes(*layers(name)) == golden[name]
 
 
 if __name__ == "__main__":
-    json.dump({name: spec_hashes(name) for name in PRESETS}, sys.stdout, indent=0,
+    json.dump({name: spec_hashes(*layers(name)) for name in PRESETS}, sys.stdout, indent=0,
               sort_keys=True)
     sys.stdout.write("\n")

@@ -10,7 +10,7 @@ import pytest
 from scalestudy.study import specs
 from scalestudy.study.specs import PretrainSpec, RunSpec
 
-from tests.support.studies import DEFAULT_STUDY
+from tests.support.studies import DECLARED_STUDY
 
 BASE = {"study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
         "prior": "random", "seed": 0}
@@ -32,7 +32,7 @@ def test_the_plateau_hash_changes_with_the_decay_fraction(schedule):
 
 def test_the_fraction_is_in_the_spec_a_study_writes_for_a_run_until_its_plateau():
     """The spec JSON `scalestudy train` reads (specs.run_spec), task run and pretraining."""
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["train"].update(until="plateau", decay_fraction=0.5)
     config["pretrain"]["until"] = "plateau"  # its cooldown is train's decay_fraction
     run = specs.run_spec(config, "listops", "transformer", "xxs", "random", 0)

@@ -21,7 +21,7 @@ from scalestudy.study import costs, grid
 from scalestudy.study.status import CONFIG, Run, Status, report, study_status
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 
 
 def record(cell: grid.Cell, status: str, wall: float, error: str = "") -> dict:

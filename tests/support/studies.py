@@ -1,5 +1,5 @@
-"""The studies the tests start from: the default study (config/config.yaml, every
-key's default), the workflow copied where a test may run it, a Snakemake dry run
+"""The studies the tests start from: the default study's grid with every option at
+its declaration, the workflow copied where a test may run it, a Snakemake dry run
 of a preset and its job counts, and the jobs a grid should make."""
 
 import os
@@ -8,15 +8,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalestudy.study.config import load_study
+import yaml
+
+from scalestudy.study.config import DEFAULT_STUDY as DEFAULT_STUDY_FILE
+from scalestudy.study.config import fill_defaults
 from scalestudy.study.grid import task_grid
 
 from tests.support import ROOT
 
-# The default study, every key with its default (config/config.yaml completed
-# from the option declarations): a preset states its name, its whole grid and
-# the options it changes.
-DEFAULT_STUDY = load_study()
+
+def declared_study() -> dict:
+    """The default study's name and grid with every option at its declaration
+    (config/config.yaml without the options it states, completed by
+    fill_defaults): the study the tests change one thing of, so that a test
+    reads the declarations, not the default study's choices."""
+    stated = yaml.safe_load(DEFAULT_STUDY_FILE.read_text())
+    return fill_defaults({"study": stated["study"], "grid": stated["grid"], "tasks": {}})
+
+
+DECLARED_STUDY = declared_study()
 
 
 def workflow_copy(tmp_path: Path) -> Path:
@@ -62,8 +72,8 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
-    grid = {**DEFAULT_STUDY["grid"], **preset.get("grid", {})}
-    per_seed = {**DEFAULT_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
+    grid = {**DECLARED_STUDY["grid"], **preset.get("grid", {})}
+    per_seed = {**DECLARED_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
     budgets = len(grid.get("budgets") or []) or 1
     train = on_task = 0
     upstream = set()

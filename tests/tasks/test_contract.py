@@ -13,10 +13,10 @@ from PIL import Image
 
 from scalestudy import tasks
 from scalestudy.options import defaults
+from scalestudy.study.config import load_study
 from scalestudy.tasks import contract, image, pathfinder, retrieval, text
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY
 
 
 def decode(row) -> bytes:
@@ -44,8 +44,9 @@ def test_the_default_study_states_only_task_options_it_chooses_otherwise():
         for key, value in options.items():
             assert value != declared[key], f"tasks.{task}.{key} states its declared default"
     # and every task's options reach the default study, at their defaults or as stated
+    default = load_study()
     for task, entry in tasks.TASKS.items():
-        assert DEFAULT_STUDY["tasks"][task] == {**defaults(entry.config), **stated.get(task, {})}
+        assert default["tasks"][task] == {**defaults(entry.config), **stated.get(task, {})}
 
 
 # --------------------------------------------------------------------------- Retrieval (AAN)

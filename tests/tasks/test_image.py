@@ -53,11 +53,11 @@ def test_a_test_fraction_is_refused_outside_its_range_and_for_cifar():
     from scalestudy import tasks
     from scalestudy.study import ConfigError, validate
 
-    from tests.support.studies import DEFAULT_STUDY
+    from tests.support.studies import DECLARED_STUDY
 
     with pytest.raises(ValueError, match=r"tasks.image.test_fraction: got 0.25; .* digits only"):
         tasks.task_config("image", {"source": "lra", "image_size": 32, "test_fraction": 0.25})
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["tasks"]["image"] = {"test_fraction": 0.9}
     with pytest.raises(ConfigError, match=r"^tasks\.image\.test_fraction: 0.9"):
         validate(config)
@@ -66,11 +66,11 @@ def test_a_test_fraction_is_refused_outside_its_range_and_for_cifar():
 def test_the_default_test_fraction_leaves_a_spec_as_it_was():
     from scalestudy.study import specs
 
-    from tests.support.studies import DEFAULT_STUDY
+    from tests.support.studies import DECLARED_STUDY
 
-    config = {**DEFAULT_STUDY, "tasks": {"image": {"image_size": 16}}}
+    config = {**DECLARED_STUDY, "tasks": {"image": {"image_size": 16}}}
     assert "test_fraction" not in specs.task_section(config, "image")
-    wider = {**DEFAULT_STUDY, "tasks": {"image": {"image_size": 16, "test_fraction": 0.25}}}
+    wider = {**DECLARED_STUDY, "tasks": {"image": {"image_size": 16, "test_fraction": 0.25}}}
     assert specs.task_section(wider, "image")["test_fraction"] == 0.25
 
 

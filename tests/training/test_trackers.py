@@ -21,7 +21,7 @@ from scalestudy.study import ConfigError, validate
 from scalestudy.study.specs import as_json, run_spec
 
 from tests.support.cells import TASK
-from tests.support.studies import DEFAULT_STUDY as DEFAULT
+from tests.support.studies import DECLARED_STUDY as DEFAULT
 
 pytest.importorskip("tensorboard")
 mlflow = pytest.importorskip("mlflow")

@@ -15,7 +15,7 @@ from scalestudy.tasks.listops import split_files
 
 from tests.support import ROOT
 from tests.support.studies import (
-    DEFAULT_STUDY,
+    DECLARED_STUDY,
     OVERLAYS,
     dry_run,
     expected_jobs,
@@ -42,7 +42,7 @@ def lra_tasks(study: Path) -> dict[str, dict]:
     preset = preset_config(study)
     found = {}
     for task in preset["grid"]["tasks"]:
-        cfg = {**DEFAULT_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
+        cfg = {**DECLARED_STUDY["tasks"][task], **preset.get("tasks", {}).get(task, {})}
         if cfg["source"] == "lra":
             found[task] = cfg
     return found
@@ -126,7 +126,7 @@ def test_check_releases_passes_a_present_release_and_generated_tasks(tmp_path):
     check_releases(lra_study("lra/listops-1000"), root=tmp_path)
     check_releases(lra_study(tmp_path / "lra/listops-1000"))  # absolute
     check_releases(lra_study(tmp_path / "nowhere", source="generate"))
-    check_releases(DEFAULT_STUDY)  # the default study generates its data
+    check_releases(DECLARED_STUDY)  # the default study generates its data
 
 
 # --------------------------------------------------------------------------- defaults
@@ -171,7 +171,7 @@ def test_defaults_live_in_one_place_the_option_declarations():
     assert sorted(SCHEMA["properties"]["grid"]["required"]) == sorted(
         SCHEMA["properties"]["grid"]["properties"])
     assert not any("required" in sub for key, sub in keys.items() if key.startswith("tasks"))
-    jsonschema.Draft202012Validator(SCHEMA).validate(DEFAULT_STUDY)
+    jsonschema.Draft202012Validator(SCHEMA).validate(DECLARED_STUDY)
 
 
 def test_the_schema_documents_every_key():
@@ -189,8 +189,8 @@ def test_the_completed_default_study_is_the_declared_defaults():
     from scalestudy.study.config import SECTIONS, TrainConfig, TrainerConfig
 
     for name, kind in SECTIONS.items():
-        assert DEFAULT_STUDY[name] == defaults(kind), name
+        assert DECLARED_STUDY[name] == defaults(kind), name
     per_run = {"budget", "forks", "branch_of"}  # a budgeted run's own (specs.budget_fields)
     assert {k: v for k, v in dataclasses.asdict(TrainConfig()).items()
-            if k not in per_run} == DEFAULT_STUDY["train"]
-    assert {**dataclasses.asdict(TrainerConfig()), "loggers": ["csv"]} == DEFAULT_STUDY["trainer"]
+            if k not in per_run} == DECLARED_STUDY["train"]
+    assert {**dataclasses.asdict(TrainerConfig()), "loggers": ["csv"]} == DECLARED_STUDY["trainer"]

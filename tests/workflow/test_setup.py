@@ -23,7 +23,7 @@ from scalestudy.study import status as study_status
 from scalestudy.training import trackers
 
 from tests.support import ROOT
-from tests.support.studies import DEFAULT_STUDY
+from tests.support.studies import DECLARED_STUDY
 
 
 class FakeWorkflow(SimpleNamespace):
@@ -49,7 +49,7 @@ def clean_env(monkeypatch):
 
 def test_parsing_checks_the_config_and_sets_the_jobs_environment(clean_env, monkeypatch):
     monkeypatch.setattr(resources, "local_gpus", lambda: 0)
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["trainer"]["loggers"] = ["csv", "tensorboard"]
     assert study_workflow.prepare(FakeWorkflow(), config) == 0
     assert os.environ[trackers.ENV] == "csv,tensorboard"
@@ -94,7 +94,7 @@ def test_the_conda_env_is_named_only_when_conda_deploys():
 
 def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
     monkeypatch.setattr(resources, "local_gpus", lambda: 2)
-    gpu = copy.deepcopy(DEFAULT_STUDY)
+    gpu = copy.deepcopy(DECLARED_STUDY)
     gpu["trainer"]["accelerator"] = "gpu"
     local = FakeWorkflow()
     assert study_workflow.register_gpus(local, gpu) == 2 and local.registered == {"gpu": 2}
@@ -103,7 +103,7 @@ def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
     assert given.registered == {}
     cluster = FakeWorkflow("remote")
     study_workflow.register_gpus(cluster, gpu)
-    cpu = copy.deepcopy(DEFAULT_STUDY)
+    cpu = copy.deepcopy(DECLARED_STUDY)
     cpu["trainer"]["accelerator"] = "cpu"
     study_workflow.register_gpus(local := FakeWorkflow(), cpu)
     assert cluster.registered == {} and local.registered == {}
@@ -114,7 +114,7 @@ def test_the_study_starts_with_its_lock_config_slots_and_warm_server(tmp_path, m
     monkeypatch.chdir(tmp_path)
     started = []
     monkeypatch.setattr(warm, "start", lambda: started.append(1))
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["trainer"]["accelerator"] = "gpu"
     study_workflow.start_study(FakeWorkflow(), config, "results/default", 2)
     assert started == [1]
@@ -134,7 +134,7 @@ def test_the_study_starts_with_its_lock_config_slots_and_warm_server(tmp_path, m
 def test_a_cluster_study_starts_no_warm_server(tmp_path, monkeypatch, clean_env):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(warm, "start", lambda: pytest.fail("a warm server on a cluster"))
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     with pytest.raises(ValueError, match="auto on a cluster"):  # it names its accelerator
         study_workflow.start_study(FakeWorkflow("remote"), config, "results/default", 0)
     config["trainer"]["accelerator"] = "cpu"
@@ -144,7 +144,7 @@ def test_a_cluster_study_starts_no_warm_server(tmp_path, monkeypatch, clean_env)
 
 
 def budgeted(schedule: str, seeds: str) -> dict:
-    config = copy.deepcopy(DEFAULT_STUDY)
+    config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11, 1e12]
     config["train"]["schedule"] = schedule
     config["pretrain"]["seeds"] = seeds

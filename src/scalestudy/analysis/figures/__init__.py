@@ -163,6 +163,18 @@ replicates' lines (runs resampled as for alpha_D's interval), and alpha_D with i
 interval in the corner. A panel without finished runs is left out and named in the
 title."""),
     Figure(
+        "scaling_overview",
+        needs="a prior finetuned from upstream pretraining (upstream) and random init",
+        params={"prior": "random"},
+        feeds=lambda grid, prior: grid.upstream and prior in grid.priors,
+        caption="""**The study's scaling at a glance.** One column per architecture: on top,
+the held-out upstream loss of its upstream pretraining runs against their compute; below,
+a row per task, its test error under random initialisation against training compute.
+Log-log, means over seeds ± 1 standard deviation, the log-log fit with the 95% band of
+its bootstrap replicates' lines and the exponent (alpha_U, alpha_D) with its 95% interval;
+each row shares its limits. The panels are those of ``upstream_loss_vs_compute`` and
+``error_vs_compute``; the README shows the default study's."""),
+    Figure(
         "alpha_per_arch",
         needs="three sizes (the fewest a fit accepts)",
         feeds=lambda grid: len(grid.sizes) >= 3,
