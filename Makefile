@@ -10,7 +10,7 @@ CORES ?= $(shell nproc)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test test-slow lint figures-from-cache clean slurm-test gpu-check FORCE
+.PHONY: study test test-slow lint figures-from-cache readme-figure clean slurm-test gpu-check FORCE
 
 # The virtualenv follows TORCH: one built with another spec ($(VENV)/.torch; a
 # virtualenv without it was built with the default) is built again from
@@ -61,13 +61,22 @@ gpu-check: $(VENV)/.installed
 # Every figure, table and claims.md of a cached study (a collected runs.parquet),
 # and its frontier/ when it has budgets, without training and without torch: the
 # analysis install (pip install -e .) is enough.
-#   make figures-from-cache                                    -> results/workstation/
-#   make figures-from-cache CACHE=data/cache/<name>.parquet   -> results/<name>/
-CACHE ?= data/cache/workstation.parquet
+#   make figures-from-cache                                    -> results/cache/default/
+#   make figures-from-cache CACHE=data/cache/<name>.parquet   -> results/cache/<name>/
+CACHE ?= data/cache/default.parquet
 # OUT=<dir> writes elsewhere; FIT_ARGS passes options to `scalestudy analyse`
 # (e.g. FIT_ARGS="--x params --n-boot 2000").
 figures-from-cache:
-	scalestudy analyse "$(CACHE)" --out-dir "$(or $(OUT),results/$(basename $(notdir $(CACHE))))" $(FIT_ARGS)
+	scalestudy analyse "$(CACHE)" --out-dir "$(or $(OUT),results/cache/$(basename $(notdir $(CACHE))))" $(FIT_ARGS)
+
+# The README's figure: the default study's headline (scaling_overview), drawn
+# from its committed cache. After the default study is run again:
+#   cp results/default/runs.parquet data/cache/default.parquet && make readme-figure
+README_FIGURE := docs/images/scaling_overview.png
+readme-figure:
+	$(MAKE) --no-print-directory figures-from-cache CACHE=data/cache/default.parquet OUT=results/cache/default
+	mkdir -p $(dir $(README_FIGURE))
+	cp results/cache/default/figures/scaling_overview.png $(README_FIGURE)
 
 clean:
 	rm -rf results .snakemake

@@ -19,8 +19,13 @@ from tests.support import ROOT
 # --------------------------------------------------------------------------- cached study
 
 
-CACHED_STUDIES = ["workstation", "deep_fixup", "converged", "converged_capacity",
+CACHED_STUDIES = ["default", "workstation", "deep_fixup", "converged", "converged_capacity",
                   "capacity_listops", "effects", "frontier", "spt_digits"]
+
+
+def _preset(study: str):
+    """The study file a cache was run from: config/config.yaml for the default."""
+    return ROOT / ("config/config.yaml" if study == "default" else f"config/studies/{study}.yaml")
 
 
 def test_every_cached_study_is_named_here():
@@ -31,9 +36,10 @@ def test_every_cached_study_is_named_here():
 @pytest.mark.parametrize("study", CACHED_STUDIES)
 def test_a_committed_cache_holds_its_whole_preset_grid(study):
     """data/cache/<study>.parquet (what `make figures-from-cache` reads): valid
-    records of every cell of config/studies/<study>.yaml, and of every
+    records of every cell of config/studies/<study>.yaml (config/config.yaml for
+    the default study), and of every
     pretraining stage those cells used."""
-    grid = yaml.safe_load((ROOT / f"config/studies/{study}.yaml").read_text())["grid"]
+    grid = yaml.safe_load(_preset(study).read_text())["grid"]
     runs = read_records(ROOT / "data" / "cache" / f"{study}.parquet")
     assert set(runs["study"]) == {study}
     cells = task_runs(runs)
@@ -51,6 +57,35 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
         pretrained = runs[runs["stage"] == stage]
         assert set(pretrained[["arch", "size"]].itertuples(index=False, name=None)) == set(
             itertools.product(grid["archs"], grid["sizes"]))
+
+
+def test_the_default_cache_is_evidence_and_the_readme_shows_it():
+    """The default study's cache (docs/results.md, o): under random init test
+    error falls with training compute for each of its three architectures, and
+    the upstream loss of the per-seed pretraining for each, every interval above
+    0 (refitted here as the workflow fits it); its claims.md decides the claims
+    about SPT, DT-Fixup and upstream scaling (none for want of data); and the
+    README shows its headline figure, which `make readme-figure` draws from it."""
+    from scalestudy.analysis.claims import CLAIMS, evaluate
+
+    runs = read_records(ROOT / "data" / "cache" / "default.parquet")
+    assert (runs["status"] == "ok").all()
+    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
+    loglog = fits[fits["form"] == "loglog"]
+    down = loglog[(loglog["metric"] == "alpha_D") & (loglog["prior"] == "random")]
+    up = loglog[loglog["metric"] == "alpha_U"]
+    for exponents in (down, up):
+        assert set(exponents["arch"]) == {"transformer", "lconv", "s4"}
+        assert (exponents["alpha_low"] > 0).all(), exponents[["arch", "alpha", "alpha_low"]]
+    checks = evaluate(runs, fit_study(runs, n_boot=50, n_boot_saturating=0), n_boot=200)
+    for name in ("spt_closes_s4_gap", "spt_beats_random_every_size", "dtfixup_trains_deep",
+                 "vanilla_scales_best_upstream"):
+        verdicts = checks.loc[checks["claim"] == CLAIMS[name].text, "verdict"]
+        assert len(verdicts) and "not enough data" not in set(verdicts), (name, verdicts)
+    figure = "docs/images/scaling_overview.png"
+    assert f"]({figure})" in (ROOT / "README.md").read_text()
+    assert (ROOT / figure).stat().st_size > 10_000
+    assert f"README_FIGURE := {figure}" in (ROOT / "Makefile").read_text()
 
 
 def test_the_capacity_limited_cache_scales_downstream_where_a_power_law_fits():

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from scalestudy.study.config import DEFAULT_STUDY as DEFAULT_STUDY_FILE
-from scalestudy.study.config import fill_defaults
+from scalestudy.study.config import fill_defaults, load_study
 from scalestudy.study.grid import task_grid
 
 from tests.support import ROOT
@@ -72,8 +72,9 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     from scalestudy.priors import PRIORS
     from scalestudy.stages import STAGES
 
-    grid = {**DECLARED_STUDY["grid"], **preset.get("grid", {})}
-    per_seed = {**DECLARED_STUDY["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
+    default = load_study()  # what Snakemake merges the preset over: config/config.yaml
+    grid = {**default["grid"], **preset.get("grid", {})}
+    per_seed = {**default["pretrain"], **preset.get("pretrain", {})}["seeds"] == "per_seed"
     budgets = len(grid.get("budgets") or []) or 1
     train = on_task = 0
     upstream = set()

@@ -7,6 +7,7 @@ GPU-memory estimate against what autograd saves. The two-process checks are
 in tests/training/test_ddp.py; tools/gpu_check.py is what a GPU runs."""
 
 import contextlib
+import copy
 import fcntl
 import json
 import math
@@ -32,7 +33,6 @@ from scalestudy.models import build_backbone, layers
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records
 from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
-from scalestudy.study.config import load_study
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
 from scalestudy.training import devices, loop, memory, run
@@ -44,6 +44,7 @@ from scalestudy.training.task import run as train
 
 from tests.support import ROOT
 from tests.support.cells import TASK
+from tests.support.studies import DECLARED_STUDY
 
 TIMING = {"wall_seconds", "tokens_per_second"}
 
@@ -66,8 +67,9 @@ def comparable(record) -> dict:
 
 
 def config(**sections) -> dict:
-    """The default study with sections replaced key by key."""
-    study = load_study()
+    """The default grid, every option at its declaration, with sections replaced
+    key by key."""
+    study = copy.deepcopy(DECLARED_STUDY)
     for section, values in sections.items():
         study[section] = {**study[section], **values}
     return study

@@ -111,7 +111,8 @@ def test_a_crafted_target_matches_no_rule(workdir, target):
 
 
 def test_a_size_too_big_for_the_machine_stops_the_workflow_before_any_job(workdir):
-    (workdir / "huge.yaml").write_text("grid: {sizes: [xs, l]}\ntrain: {batch_size: 10000}\n"
+    (workdir / "huge.yaml").write_text("grid: {sizes: [xs, l]}\n"
+                                       "train: {batch_size: 10000, protocol: depth}\n"
                                        "trainer: {accelerator: cpu}\n")
     done = snakemake(workdir, "-n", "--configfile", "huge.yaml")
     assert done.returncode != 0

@@ -7,9 +7,9 @@ schema's sections (study/schema.py derives them when the schema is loaded),
 the values a study does not state (`fill_defaults`, run by validation, so
 that the workflow's `config` is the completed one), `reference()`, every
 option at its default with its description (`scalestudy options` prints it),
-and `StudyConfig`, the typed view the package reads. A section's defaults
-are the default study's choices: config/config.yaml states only its name,
-its grid and whatever task option it chooses otherwise.
+and `StudyConfig`, the typed view the package reads. config/config.yaml
+states the default study's name, its grid and the options it chooses
+otherwise than these declarations.
 
 TrainConfig and TrainerConfig are also the sections of a run's spec
 (study/specs.py), whose JSON is a rule param and whose hash is the run's
