@@ -59,6 +59,18 @@ def test_a_committed_cache_holds_its_whole_preset_grid(study):
             itertools.product(grid["archs"], grid["sizes"]))
 
 
+def _random_and_upstream_exponents(runs):
+    """alpha_D under random init and alpha_U (log-log), refitted as the workflow
+    fits them, each for the three families the effects studies run."""
+    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
+    loglog = fits[fits["form"] == "loglog"]
+    down = loglog[(loglog["metric"] == "alpha_D") & (loglog["prior"] == "random")]
+    up = loglog[loglog["metric"] == "alpha_U"]
+    for exponents in (down, up):
+        assert set(exponents["arch"]) == {"transformer", "lconv", "s4"}
+    return down, up
+
+
 def test_the_default_cache_is_evidence_and_the_readme_shows_it():
     """The default study's cache (docs/results.md, o): under random init test
     error falls with training compute for each of its three architectures, and
@@ -70,12 +82,7 @@ def test_the_default_cache_is_evidence_and_the_readme_shows_it():
 
     runs = read_records(ROOT / "data" / "cache" / "default.parquet")
     assert (runs["status"] == "ok").all()
-    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
-    loglog = fits[fits["form"] == "loglog"]
-    down = loglog[(loglog["metric"] == "alpha_D") & (loglog["prior"] == "random")]
-    up = loglog[loglog["metric"] == "alpha_U"]
-    for exponents in (down, up):
-        assert set(exponents["arch"]) == {"transformer", "lconv", "s4"}
+    for exponents in _random_and_upstream_exponents(runs):
         assert (exponents["alpha_low"] > 0).all(), exponents[["arch", "alpha", "alpha_low"]]
     checks = evaluate(runs, fit_study(runs, n_boot=50, n_boot_saturating=0), n_boot=200)
     for name in ("spt_closes_s4_gap", "spt_beats_random_every_size", "dtfixup_trains_deep",
@@ -116,12 +123,7 @@ def test_the_effects_cache_scales_upstream_and_downstream():
     on the three sizes and reaches below 0."""
 
     runs = read_records(ROOT / "data" / "cache" / "effects.parquet")
-    fits = fit_study(runs, n_boot=400, seed=0, n_boot_saturating=10)
-    loglog = fits[fits["form"] == "loglog"]
-    down = loglog[(loglog["metric"] == "alpha_D") & (loglog["prior"] == "random")]
-    up = loglog[loglog["metric"] == "alpha_U"]
-    for exponents in (down, up):
-        assert set(exponents["arch"]) == {"transformer", "lconv", "s4"}
+    down, up = _random_and_upstream_exponents(runs)
     assert (down["alpha_low"] > 0).all(), down[["arch", "alpha", "alpha_low"]]
     up = up.set_index("arch")
     assert (up.loc[["lconv", "s4"], "alpha_low"] > 0).all(), up
