@@ -1,8 +1,9 @@
 """Every committed study's run and pretraining specs, pinned: a spec's JSON
 is a rule param and its hash each run's config_hash, so a change to either
 reruns the study's finished runs. The golden file holds, per preset (and the
-default study; an overlay over its base) and run directory, the sha256 of the spec's JSON and its
-config_hash; regenerate it only for a change meant to rerun runs:
+default study; an overlay over its base) and run directory, the sha256 of the
+spec's JSON and its config_hash; regenerate it only for a change meant to rerun
+runs:
 
     python -m tests.study.test_spec_golden > tests/data/spec_hashes.json
 """

@@ -37,19 +37,19 @@ def draw(runs, fits, out_dir, tasks=None, prior: str = "random", x_axis=None) ->
     task row or a panel without finished runs is left out and named in the title;
     NotDrawn without upstream runs."""
     x_axis = x_axis or fitted_x_axis(fits)
-    under = finished_runs(task_runs(runs))
-    under = under[under["prior"] == prior]
-    if upstream_runs(runs).empty:
+    every_task, every_up = task_runs(runs), upstream_runs(runs)
+    if every_up.empty:
         raise NotDrawn("no upstream pretraining runs: the study has no `upstream` prior")
+    under = finished_runs(every_task)
+    under = under[under["prior"] == prior]
     rows, notes = [UPSTREAM_ROW], []
     for task in tasks_of(runs, tasks):
         if (under["task"] == task).any():
             rows.append(task)
         else:
             notes.append(f"no finished runs on {task} under {prior}")
-    archs = sorted(set(task_runs(runs)["arch"]) | set(upstream_runs(runs)["arch"]),
-                   key=arch_rank)
-    up = finished_runs(upstream_runs(runs))
+    archs = sorted(set(every_task["arch"]) | set(every_up["arch"]), key=arch_rank)
+    up = finished_runs(every_up)
     has = {(UPSTREAM_ROW, a) for a in up.loc[np.isfinite(up["upstream_loss"]), "arch"]}
     has |= set(under[["task", "arch"]].itertuples(index=False, name=None))
     notes += [f"{arch}: no finished {'upstream runs' if row == UPSTREAM_ROW else row + ' runs'}"
