@@ -142,19 +142,45 @@ def replacing_directory(out_dir: Path, kill_at: str | None = None) -> Iterator[P
             raise
 
 
-def refuse_foreign(out_dir: Path, allowed, what: str) -> None:
-    """ValueError when `out_dir` holds a file whose name is not in `allowed`: a
-    directory about to be replaced whole must hold only what its writer wrote
-    (`what`, e.g. "a frontier's"), so that a mistyped --out-dir never takes
-    other results with it."""
+def refuse_foreign(out_dir: Path, allowed, what: str, inputs=()) -> None:
+    """ValueError when `out_dir` cannot be replaced whole by its writer (`what`,
+    e.g. "a frontier's"): it is an existing file, it is or holds one of the
+    command's `inputs`, or it holds a file whose name is not in `allowed`, so
+    that a mistyped --out-dir never takes a file or other results with it."""
     out_dir = Path(out_dir)
-    if not out_dir.is_dir():
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir}: an existing file, not {what} directory, so not replaced; "
+                         f"give --out-dir a directory of its own")
+    _refuse_inputs(out_dir, inputs, "inside")
+    if allowed is None or not out_dir.is_dir():  # None: a directory shared with others
         return
     others = sorted(p.name for p in out_dir.iterdir() if p.name not in set(allowed))
     if others:
         raise ValueError(f"{out_dir}: not {what} directory, so not replaced: it holds "
                          f"{', '.join(others[:3])}{' ...' if len(others) > 3 else ''}; "
                          f"give it a directory of its own")
+
+
+def refuse_overwrite(path: Path, what: str, inputs=(), recognise=None) -> None:
+    """ValueError when the file `path` is not one a command writing `what` (e.g.
+    "a fits table") may replace: a directory, one of the command's `inputs`, or
+    an existing file that `recognise(path)` does not take for one it wrote."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: a directory, not {what}; give --out a file name")
+    _refuse_inputs(path, inputs, "")
+    if path.exists() and recognise is not None and not recognise(path):
+        raise ValueError(f"{path}: an existing file that is not {what}, so not replaced; "
+                         f"remove it or give --out another name")
+
+
+def _refuse_inputs(out: Path, inputs, inside: str) -> None:
+    target = out.resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if source == target or (inside and target in source.parents):
+            raise ValueError(f"{out}: is{' or holds' if inside else ''} the input {given}, so "
+                             f"not replaced; give the output a path of its own")
 
 
 def _commit_directory(staged: Path, out_dir: Path, kill_at: str | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -237,9 +238,53 @@ def read_records(path: Path) -> pd.DataFrame:
 
 
 def collect(paths: Iterable[Path]) -> pd.DataFrame:
-    """Concatenate records (each validated) into one frame."""
-    tables = [read_table(p) for p in paths]
+    """Concatenate records (each validated) into one frame; one RecordError
+    naming every unreadable one."""
+    tables, bad = [], []
+    for path in paths:
+        try:
+            tables.append(read_table(path))
+        except RecordError as err:
+            bad.append(str(err))
+    if bad:
+        raise RecordError(f"{len(bad)} run record(s) cannot be read: {'; '.join(bad[:3])}"
+                          f"{' ...' if len(bad) > 3 else ''}. The workflow sets such records "
+                          "aside and reruns their jobs: run the study's snakemake command again")
     return pa.concat_tables(tables or [SCHEMA.empty_table()]).to_pandas()
+
+
+def unreadable(path: Path, one_run: bool = True) -> str | None:
+    """Why the record (`one_run`) or table of records at `path` cannot be read
+    (truncated, empty, not Parquet, not records), from its footer alone; None
+    when it reads."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        return f"not a readable Parquet file ({err})"
+    if "schema_version" not in meta.schema.names or (one_run and meta.num_rows != 1):
+        return "not a run record" if one_run else "not a table of run records"
+    return None
+
+
+CORRUPT_SUFFIX = ".corrupt"
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable record to <name>.corrupt beside it (kept, not
+    deleted), so that the workflow sees its run as not done and reruns it."""
+    path = Path(path)
+    aside = path.with_name(path.name + CORRUPT_SUFFIX)
+    os.replace(path, aside)
+    return aside
+
+
+def is_records_file(path: Path) -> bool:
+    """Whether `path` reads as run records (a file `scalestudy collect` may replace)."""
+    try:
+        read_table(path)
+    except RecordError:
+        return False
+    return True
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:

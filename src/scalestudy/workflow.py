@@ -54,6 +54,48 @@ def prepare(workflow, config: dict):
     return register_gpus(workflow, config)
 
 
+def heal_records(workflow, records, collected) -> None:
+    """A run record (`records`) that cannot be read (truncated by a crash of
+    the file system, a copy cut short) is set aside as record.parquet.corrupt,
+    and the runs.parquet collected from it (`collected`) removed, so that this
+    invocation plans its job again (a finished run resumes from its
+    last.ckpt and writes its record again) and collects and analyses the
+    study anew; an unreadable runs.parquet is set aside likewise. Each is
+    named on the console. A dry run changes nothing and says what the run
+    will do; a cluster job's own parse leaves the study's files alone."""
+    from .records import set_aside, unreadable
+
+    if workflow.remote_exec or workflow.subprocess_exec:
+        return
+    broken = [(path, reason) for path in records
+              if os.path.exists(path) and (reason := unreadable(path))]
+    if os.path.exists(collected) and (reason := unreadable(collected, one_run=False)):
+        broken.append((collected, reason))
+    if not broken:
+        return
+    dry = dry_run()
+    for path, reason in broken:
+        if dry:
+            print(f"{path}: {reason}; snakemake without -n sets it aside and runs its job again")
+        else:
+            print(f"{path}: {reason}; set aside as {set_aside(path)}, so its job runs again")
+    if not dry and os.path.exists(collected):
+        os.remove(collected)
+        print(f"{collected}: collected from a record set aside, so removed and collected again")
+
+
+def dry_run() -> bool:
+    """Whether this Snakemake was asked for a dry run: read from its command
+    line by its own parser, since while the Snakefile is parsed its executor
+    (the dry-run one among them) is not chosen yet."""
+    import sys
+
+    from snakemake.cli import get_argument_parser
+
+    args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    return bool(args.dryrun)
+
+
 def clear_stale_locks(workflow) -> None:
     """A study killed mid-run (SIGKILL, OOM, power loss) left its lock behind:
     the same command must finish it, so a lock whose holder is gone is removed

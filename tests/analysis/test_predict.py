@@ -16,6 +16,7 @@ log-normal seed noise; the target (1.2e9 parameters, 2.4e10 tokens) is about
 8x the ladder's largest compute (4x its largest N).
 """
 
+import json
 import math
 import os
 import subprocess
@@ -244,7 +245,9 @@ def test_checkpoints_fit_after_the_cut_of_early_points(capsys):
             loss = surface(n, d) * (1.5 if frac < 0.25 else 1.0)
             rows.append({"run": f"r{r}", "step": step, "params": n, "tokens": d, "loss": loss})
     result = predict(pd.DataFrame(rows), None, [TARGET], n_boot=10, min_fraction=0.25)
-    assert "checkpoint(s) before 0.25" in capsys.readouterr().err
+    assert "20 checkpoint(s): before 0.25" in capsys.readouterr().err
+    assert result.excluded.values.tolist() == [
+        ["20 checkpoint(s)", "before 0.25 of their run's final tokens (--min-fraction)"]]
     assert result.predictions["loss"].iloc[0] == pytest.approx(surface(*TARGET), rel=1e-3)
     assert result.fit["resampling"].iloc[0] == "runs across sizes"  # one run a size
     assert set(result.runs["step"]) == set(range(4, 20))
@@ -275,8 +278,8 @@ def test_the_command_writes_every_file(tmp_path, capsys):
                  "--holdout", "--n-boot", "8", "--n-polish", "32"]) == 0
     printed = capsys.readouterr().out
     assert "holdout N" in printed and "wrote" in printed
-    files = {"predictions.csv", "fit.csv", "runs.csv", "holdout.csv", "predict.json",
-             *FIGURE_FILES}
+    files = {"predictions.csv", "fit.csv", "runs.csv", "holdout.csv", "excluded.csv",
+             "predict.json", *FIGURE_FILES}
     assert set(os.listdir(out)) == files
     predictions = pd.read_csv(out / "predictions.csv")
     assert len(predictions) == 2 and {"loss_low", "loss_high", "metric"} <= set(predictions)
@@ -284,7 +287,9 @@ def test_the_command_writes_every_file(tmp_path, capsys):
     # Run again into its own directory: replaced whole.
     assert main([path, "--at", "1e9:2e10", "--out-dir", out, "--n-boot", "0",
                  "--no-figures"]) == 0
-    assert set(os.listdir(out)) == {"predictions.csv", "fit.csv", "runs.csv", "predict.json"}
+    assert set(os.listdir(out)) == {"predictions.csv", "fit.csv", "runs.csv", "excluded.csv",
+                                    "predict.json"}
+    assert json.loads((out / "predict.json").read_text())["input"] == str(path)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scalestudy.analysis import stages
 from scalestudy.analysis.stages import ANALYSIS_STAGES, Analysis, Options, Stage, analyse
 from scalestudy.registry import Registry
@@ -34,11 +36,64 @@ def test_analyse_runs_every_stage_in_order_each_reading_the_earlier_ones(monkeyp
 
     monkeypatch.setattr(stages, "ANALYSIS_STAGES", Registry("analysis stage", [
         Stage("fit", "fits.parquet", fit), Stage("claims", "claims.md", claims)]))
-    analysis, paths = analyse("runs", tmp_path, Options(n_boot=7))
+    out = tmp_path / "analysis"
+    analysis, paths = analyse("runs", out, Options(n_boot=7))
     assert analysis.fits == "fits of runs"
-    assert paths == [tmp_path / "fits.parquet", tmp_path / "claims.md"]
-    assert seen == [("fit", tmp_path / "fits.parquet", 7),
-                    ("claims", tmp_path / "claims.md", "fits of runs")]
+    assert paths == [out / "fits.parquet", out / "claims.md"]
+    # Each stage wrote into the directory staged for `out`, swapped in at the end.
+    staged = seen[0][1].parent
+    assert staged != out and staged.parent == tmp_path
+    assert seen == [("fit", staged / "fits.parquet", 7),
+                    ("claims", staged / "claims.md", "fits of runs")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis"]
+
+
+def _stages_writing(monkeypatch, fail_at: str | None = None):
+    def write(name):
+        def stage(analysis: Analysis, out: Path, options: Options):
+            if name == fail_at:
+                raise ValueError(f"{name} failed")
+            out.write_text(f"new {name}")
+            return [out]
+        return stage
+
+    monkeypatch.setattr(stages, "ANALYSIS_STAGES", Registry("analysis stage", [
+        Stage("fit", "fits.parquet", write("fit")), Stage("claims", "claims.md",
+                                                         write("claims"))]))
+
+
+def test_a_failing_stage_leaves_the_previous_analysis_whole(monkeypatch, tmp_path):
+    out = tmp_path / "analysis"
+    _stages_writing(monkeypatch)
+    analyse("runs", out)
+    _stages_writing(monkeypatch, fail_at="claims")
+    with pytest.raises(ValueError, match="claims failed"):
+        analyse("runs", out)
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        "fits.parquet": "new fit", "claims.md": "new claims"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis"]  # nothing staged left
+
+
+@pytest.mark.parametrize("case", ["foreign file", "a file", "holds the input"])
+def test_an_output_directory_it_does_not_own_is_refused(monkeypatch, tmp_path, case):
+    _stages_writing(monkeypatch)
+    out = tmp_path / "analysis"
+    runs = tmp_path / "runs.parquet"
+    runs.write_text("the user's runs")
+    if case == "foreign file":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        message = "not an analysis's directory, so not replaced: it holds notes.txt"
+    elif case == "a file":
+        out = runs
+        message = "an existing file, not an analysis's directory"
+    else:
+        out = tmp_path
+        message = "holds the input"
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=message):
+        analyse("runs", out, inputs=[runs])
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
 def test_the_workflow_s_analysis_rules_write_the_stages_artifacts():

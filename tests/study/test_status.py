@@ -62,7 +62,8 @@ def test_counts_failures_and_time(tmp_path):
 
     status = study_status(study_dir)
     assert status.counts() == {"train scratch": {
-        "done": 1, "running": 1, "failed": 1, "diverged": 0, "interrupted": 0, "pending": 1}}
+        "done": 1, "running": 1, "failed": 1, "diverged": 0, "interrupted": 0, "corrupt": 0,
+        "pending": 1}}
     assert status.spent == 40.0
     flops = {c: costs.training_flops(config, c.task, c.size, c.prior) for c in cells}
     rate = 40.0 / (flops[done] + flops[failed])
@@ -144,9 +145,45 @@ def test_the_status_of_a_study_with_a_diverged_and_an_interrupted_run(tmp_path):
 
     status = study_status(study_dir)
     assert status.counts()["train scratch"] == {
-        "done": 1, "running": 0, "failed": 0, "diverged": 1, "interrupted": 1, "pending": 1}
+        "done": 1, "running": 0, "failed": 0, "diverged": 1, "interrupted": 1, "corrupt": 0,
+        "pending": 1}
     flops = {c: costs.training_flops(config, c.task, c.size, c.prior)
              for c in (done, diverged, interrupted, pending)}
     rate = 40.0 / (flops[done] + flops[diverged])
     assert status.left == pytest.approx(rate * (flops[interrupted] + flops[pending]))
     assert "training time left: about" in report(status)
+
+
+def test_a_corrupt_record_is_listed_with_the_command_that_repairs_it(tmp_path):
+    """A truncated record does not hide the other runs: it is counted `corrupt`,
+    named with why, and the study's own snakemake command is the repair."""
+    config, study_dir = four_cell_study(tmp_path)
+    done, broken, *_ = grid.cells(config["grid"])
+    write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
+    path = study_dir / broken.directory / "record.parquet"
+    write_record(record(broken, "ok", 20.0), path)
+    path.write_bytes(path.read_bytes()[:300])  # cut short, as by a crash of the file system
+
+    status = study_status(study_dir)
+    assert status.counts()["train scratch"]["done"] == 1
+    assert status.counts()["train scratch"]["corrupt"] == 1
+    text = report(status)
+    assert f"{path}: not a readable Parquet file" in text
+    assert "repair: the snakemake command that ran the study sets each aside" in text
+
+
+def test_the_repair_command_names_the_study_s_preset():
+    from scalestudy.study.status import rerun_command
+
+    assert rerun_command("default") == "snakemake --cores all"
+    assert rerun_command("smoke") == ("snakemake --cores all --configfile "
+                                      "config/studies/smoke.yaml")
+
+
+def test_status_without_a_study_skips_the_analyses_of_caches(tmp_path):
+    """results/cache/<name> (make figures-from-cache) is not a study."""
+    from scalestudy.study.status import only_study
+
+    _, study_dir = four_cell_study(tmp_path)
+    (tmp_path / "results" / "cache" / "default" / "figures").mkdir(parents=True)
+    assert only_study(tmp_path / "results") == study_dir

@@ -63,6 +63,8 @@ PER_SEED = specs.per_seed(config)
 RECORDS = [f"{OUT}/{cell.directory}/record.parquet" for cell in grid.cells(GRID)]
 PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet"
                     for p in grid.pretrain_cells(GRID, PER_SEED)]
+# An unreadable record or runs.parquet is set aside, so its job is planned again.
+study_workflow.heal_records(workflow, [*RECORDS, *PRETRAIN_RECORDS], f"{OUT}/runs.parquet")
 # The pretraining stages by their corpus: the task's own data, or the upstream corpus.
 TASK_STAGES = [name for name, stage in STAGES.items() if stage.on_task]
 UPSTREAM_STAGES = [name for name, stage in STAGES.items() if not stage.on_task]

@@ -64,7 +64,7 @@ def _frontier(analysis: Analysis, out: Path, options: Options) -> list[Path]:
 
     analysis.frontier = study_frontier(analysis.runs, n_boot=options.n_boot, ci=options.ci,
                                        seed=options.seed)
-    if analysis.frontier is None:  # no budgeted run
+    if analysis.frontier is None:  # no budgeted run, or none a frontier fits
         return []
     return write_frontier(analysis.frontier, out, figures=False)
 
@@ -111,11 +111,19 @@ ANALYSIS_STAGES: Registry[Stage] = Registry("analysis stage", [
 ])
 
 
-def analyse(runs: pd.DataFrame, out_dir, options: Options = Options()) -> tuple[Analysis,
-                                                                                list[Path]]:
+def analyse(runs: pd.DataFrame, out_dir, options: Options = Options(),
+            inputs=()) -> tuple[Analysis, list[Path]]:
     """Every stage, in order, on `runs`, into `out_dir`: the analysis and the
-    paths written."""
+    paths written. `out_dir` is replaced whole once every stage has run, so a
+    failure leaves the previous analysis as it was; one holding anything but
+    the stages' artifacts, or any of `inputs` (the runs file), is refused."""
+    from ..atomic import refuse_foreign, replacing_directory
+
+    out_dir = Path(out_dir)
+    artifacts = [stage.artifact for stage in ANALYSIS_STAGES.values()]
+    refuse_foreign(out_dir, artifacts, "an analysis's", inputs)
     analysis, paths = Analysis(runs), []
-    for stage in ANALYSIS_STAGES.values():
-        paths += stage.write(analysis, Path(out_dir) / stage.artifact, options)
-    return analysis, paths
+    with replacing_directory(out_dir) as staged:
+        for stage in ANALYSIS_STAGES.values():
+            paths += stage.write(analysis, staged / stage.artifact, options)
+    return analysis, [out_dir / path.relative_to(staged) for path in paths]

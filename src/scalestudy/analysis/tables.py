@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..architectures import ARCHITECTURES
-from ..atomic import write_text
+from ..atomic import replacing_directory
 from ..priors import PRIORS
 from .fits import HELDOUT_COLUMNS, METRICS, size_order, task_runs
 
@@ -249,7 +249,7 @@ TABLE_FILES = ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md", "
 
 
 def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Write the files of `TABLE_FILES` into `out_dir`."""
+    """Write the files of `TABLE_FILES` into `out_dir`, replaced whole."""
     out_dir = Path(out_dir)
     lra = lra_table(runs)
     texts = {
@@ -260,8 +260,7 @@ def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[
         "heldout.csv": heldout_table(fits).to_csv(index=False),
         "heldout.md": heldout_markdown(fits),
     }
-    paths = []
-    for name in TABLE_FILES:
-        write_text(texts[name], out_dir / name)
-        paths.append(out_dir / name)
-    return paths
+    with replacing_directory(out_dir) as staged:
+        for name in TABLE_FILES:
+            (staged / name).write_text(texts[name])
+    return [out_dir / name for name in TABLE_FILES]

@@ -44,8 +44,10 @@ def cmd_corpus(args) -> None:
 
 
 def cmd_collect(args) -> None:
-    from ..records import collect, write_frame
+    from ..atomic import refuse_overwrite
+    from ..records import collect, is_records_file, write_frame
 
+    refuse_overwrite(args.out, "a runs table (run records)", args.records, is_records_file)
     frame = collect(args.records)
     write_frame(frame, args.out)
     counts = frame["status"].value_counts().to_dict()
@@ -60,26 +62,22 @@ def _stage(name: str, analysis, out, **options) -> list[Path]:
 
 
 def cmd_fit(args) -> None:
+    from ..analysis.inputs import is_fits_table, read_runs
     from ..analysis.stages import Analysis
-    from ..records import read_records
+    from ..atomic import refuse_overwrite
 
-    analysis = Analysis(read_records(args.runs))
+    refuse_overwrite(args.out, "a fits table", [args.runs], is_fits_table)
+    analysis = Analysis(read_runs(args.runs))
     _stage("fit", analysis, args.out, x_axis=args.x, n_boot=args.n_boot, ci=args.ci,
            seed=args.seed, n_boot_saturating=args.n_boot_saturating)
     print(analysis.fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
 
 
 def _read(args):
-    import pandas as pd
-    import pyarrow as pa
+    """The runs and fits a command names, each checked (analysis/inputs.py)."""
+    from ..analysis.inputs import read_fits, read_runs
 
-    from ..records import read_records
-
-    runs = read_records(args.runs)
-    try:
-        return runs, pd.read_parquet(args.fits)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise ValueError(f"{args.fits}: not a readable Parquet file: {err}") from None
+    return read_runs(args.runs), read_fits(args.fits)
 
 
 def _frontier(args):
@@ -93,7 +91,9 @@ def cmd_figure(args) -> None:
     """One figure the study's grid feeds (the workflow's `figure` rule): its
     files, or a notice saying why it has none, and its index entry."""
     from ..analysis.figures.draw import draw_figure, write_entry
+    from ..atomic import refuse_foreign
 
+    refuse_foreign(args.out_dir, None, "a figures", [args.runs, args.fits])
     runs, fits = _read(args)
     entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True,
                         frontier=_frontier(args))
@@ -117,14 +117,20 @@ def cmd_figure_index(args) -> None:
 
 def cmd_tables(args) -> None:
     from ..analysis.stages import Analysis
+    from ..analysis.tables import TABLE_FILES
+    from ..atomic import refuse_foreign
 
+    refuse_foreign(args.out_dir, TABLE_FILES, "a tables", [args.runs, args.fits])
     for path in _stage("tables", Analysis(*_read(args)), args.out_dir):
         print(f"wrote {path}")
 
 
 def cmd_claims(args) -> None:
+    from ..analysis.claims.report import is_claims_report
     from ..analysis.stages import Analysis
+    from ..atomic import refuse_overwrite
 
+    refuse_overwrite(args.out, "a claims report", [args.runs, args.fits], is_claims_report)
     analysis = Analysis(*_read(args), frontier=_frontier(args))
     _stage("claims", analysis, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
     print(f"wrote {args.out}: {analysis.claims['verdict'].value_counts().to_dict()}")
@@ -148,7 +154,7 @@ def cmd_frontier(args) -> None:
     from ..analysis.frontier.study import read_fit_table
 
     if args.next_run:
-        check_next_run(args.from_runs, args.predict)
+        check_next_run(args.from_runs, args.predict, args.next_run, args.table)
     result = frontier(
         read_fit_table(args.table) if args.from_runs else args.table, args.out_dir,
         predict=args.predict, by=args.by, curves=args.curves, n_boot=args.n_boot, ci=args.ci,
@@ -184,14 +190,14 @@ def cmd_analyse(args) -> None:
     one process."""
     import time
 
+    from ..analysis.inputs import read_runs
     from ..analysis.stages import Options, analyse
-    from ..records import read_records
 
     start = time.perf_counter()
-    runs = read_records(args.runs)
+    runs = read_runs(args.runs)
     options = Options(x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
                       n_boot_saturating=args.n_boot_saturating, workers=args.workers)
-    analysis, paths = analyse(runs, args.out_dir, options)
+    analysis, paths = analyse(runs, args.out_dir, options, inputs=[args.runs])
     for path in paths:
         print(f"wrote {path}")
     verdicts = analysis.claims["verdict"].value_counts().to_dict()

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
+from .. import errors
 from ..analysis import X_AXES
 from ..analysis.stages import Options as Fitted
 from . import commands
+
+NUMBER_LIKE = re.compile(r"^-\.?\d")
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
@@ -360,16 +364,24 @@ def parser() -> argparse.ArgumentParser:
     for parser_ in (top, *sub.choices.values()):
         for action in parser_._actions:
             action.metavar = _metavar(action)
+        # No option starts with a digit, so "-1:5" or "-1e3" is a value (refused
+        # by its own check, naming the option), not an unknown option.
+        parser_._negative_number_matcher = NUMBER_LIKE
     return top
 
 
 def run_command(argv: list[str]) -> int:
-    """Parse `argv` and run its command here; 2 with one line of error for a
-    ValueError or OSError (a bad input, a full disk), else 0."""
+    """Parse `argv` and run its command here; its exit status (errors.py): 2
+    with one line of error for a ValueError or OSError (a bad input, a refused
+    output, a full disk), 3 with one line where there is nothing to fit,
+    predict or decide, else 0."""
     args = parser().parse_args(argv)
     try:
         args.func(args)
+    except errors.NoResult as err:
+        print(f"scalestudy {args.command}: nothing to report: {err}", file=sys.stderr)
+        return errors.NO_RESULT
     except (ValueError, OSError) as err:
         print(f"scalestudy {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        return errors.BAD_INPUT
+    return errors.OK

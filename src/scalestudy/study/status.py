@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from ..priors import PRIORS
-from ..records import read_records
+from ..records import read_records, unreadable
 from . import costs, grid
 from .config import PRESETS, StudyConfig, load_study
 
@@ -31,7 +31,7 @@ CONFIG = "study.yaml"  # the study's config, saved by the workflow when it start
 # The job logs, as the rules name them (workflow/rules/train.smk, pretrain.smk).
 TRAIN_LOG = "logs/train/{task}/{arch}/{size}/{prior}/s{seed}.log"
 PRETRAIN_LOG = "logs/{directory}.log"
-STATES = ("done", "running", "failed", "diverged", "interrupted", "pending")
+STATES = ("done", "running", "failed", "diverged", "interrupted", "corrupt", "pending")
 
 
 @dataclass
@@ -135,7 +135,9 @@ def study_status(study_dir: Path) -> Status:
     started = incomplete(workdir)
     for run in status.runs:
         record = study_dir / run.directory / "record.parquet"
-        if record.is_file():
+        if record.is_file() and (reason := unreadable(record)):
+            run.state, run.error = "corrupt", reason
+        elif record.is_file():
             row = read_records(record).iloc[0]
             run.state = {"ok": "done"}.get(row["status"], row["status"])
             run.error = row["error"] or ""
@@ -173,16 +175,40 @@ def report(status: Status) -> str:
                                         "estimated FLOP for the runs not done; divide by the "
                                         "jobs that run at once)" if left is not None
                                         else "unknown until a run has a record")]
+    corrupt = [r for r in status.runs if r.state == "corrupt"]
+    if corrupt:
+        lines += ["", "corrupt (a record that cannot be read):"]
+        lines += [f"  {status.study_dir / r.directory}/record.parquet: {r.error}"
+                  for r in corrupt]
+        lines.append(f"  repair: {rerun_command(status.study)} sets each aside (kept as "
+                     "record.parquet.corrupt) and runs its job again")
     if total["interrupted"]:
         lines.append(f"{total['interrupted']} runs were interrupted (their Snakemake is gone): "
                      "the same snakemake command reruns them")
     return "\n".join(lines)
 
 
+def rerun_command(study: str) -> str:
+    """The command that runs `study` again: the default study's, or with its
+    preset (config/studies/<study>.yaml) when there is one."""
+    if study == load_study()["study"]:
+        return "snakemake --cores all"
+    preset = PRESETS / f"{study}.yaml"
+    if preset.is_file():
+        return f"snakemake --cores all --configfile config/studies/{preset.name}"
+    return "the snakemake command that ran the study"
+
+
+def is_study(path: Path) -> bool:
+    """Whether `path` is a study's results directory (the workflow saved its
+    config there, or it holds runs), not an analysis of a cache (results/cache)."""
+    return (path / CONFIG).is_file() or (path / "runs").is_dir() or (path / "pretrain").is_dir()
+
+
 def only_study(results: Path = Path("results")) -> Path:
     """The one study under `results` (`scalestudy status` without a study);
     ValueError naming those there when there is not exactly one."""
-    studies = sorted(p for p in Path(results).glob("*") if p.is_dir())
+    studies = sorted(p for p in Path(results).glob("*") if p.is_dir() and is_study(p))
     if len(studies) != 1:
         raise ValueError("name the study: results/<study> ("
                          + (", ".join(map(str, studies)) or "no results/ here") + ")")

@@ -11,6 +11,20 @@ from ...records import STATUSES
 from ..tables import markdown
 from .check import COMBINE_RULES, VERDICTS
 
+TITLE = "# Claims checked"
+
+
+def is_claims_report(path) -> bool:
+    """Whether the file at `path` is a claims.md this module wrote (one
+    `scalestudy claims` may replace)."""
+    from pathlib import Path
+
+    try:
+        with open(Path(path), errors="replace") as f:
+            return f.readline().startswith(TITLE)
+    except OSError:
+        return False
+
 
 def runs_markdown(runs: pd.DataFrame) -> list[str]:
     """claims.md's count of the runs by status, and every run that diverged or
@@ -70,7 +84,7 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
                     runs: pd.DataFrame | None = None) -> str:
     """claims.md: a summary, the runs by status, then per claim its source,
     decision rule, verdict and scopes."""
-    title = f"# Claims checked on study {study}" if study else "# Claims checked"
+    title = f"{TITLE} on study {study}" if study else TITLE
     out = [title, "",
            f"Intervals are at the {ci:.0%} level. Each claim is judged per scope by the "
            "decision rule printed with it (fixed in src/scalestudy/analysis/claims/ before "

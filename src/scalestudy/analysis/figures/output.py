@@ -149,6 +149,10 @@ def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
         fig.suptitle(f"{old}\n{note}" if old else note, fontsize=9.5)
         # Room for the added lines, so that the panels keep their size.
         fig.set_figheight(fig.get_figheight() + 0.17 * (note.count("\n") + 1))
+    data = figure_data(fig)
+    if not (data[["y", "low", "high"]].notna().any(axis=1) & data["x"].notna()).any():
+        plt.close(fig)  # only unfinished runs' markers, or nothing: no figure to show
+        raise NotDrawn("nothing to plot: no finished run with a measurement feeds it")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
@@ -156,7 +160,7 @@ def save(fig, out_dir: Path, name: str, notes: Iterable[str] = (),
         write_image(fig, path)  # constrained layout already fits the margins
         # The layout is solved now: freeze it rather than solve it again for the PDF.
         fig.set_layout_engine("none")
-    write_csv(figure_data(fig), out_dir / f"{name}.csv")
+    write_csv(data, out_dir / f"{name}.csv")
     plt.close(fig)
     return Drawn([*paths, out_dir / f"{name}.csv"], notes)
 

@@ -44,14 +44,29 @@ DEFAULT_BY = ("arch", "prior")
 
 
 def read_table(path) -> pd.DataFrame:
-    """A CSV or Parquet table, by the file's suffix."""
+    """A CSV or Parquet table, by the file's suffix; one ValueError naming the
+    file where it is missing, empty or not readable as that format."""
+    import pyarrow as pa
+
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    raise ValueError(f"{path}: not a table: expected a .csv or .parquet file")
+    if suffix not in (".parquet", ".pq", ".csv"):
+        raise ValueError(f"{path}: not a table: expected a .csv or .parquet file")
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file" if not path.exists() else
+                         f"{path}: a directory, not a .csv or .parquet file")
+    kind = "CSV" if suffix == ".csv" else "Parquet"
+    try:
+        table = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: empty: no header and no rows") from None
+    except (UnicodeDecodeError, pd.errors.ParserError, OSError, pa.ArrowException) as err:
+        raise ValueError(f"{path}: not a readable {kind} table "
+                         f"({str(err).splitlines()[0][:120]})") from None
+    if table.empty:
+        raise ValueError(f"{path}: no rows (columns: "
+                         f"{', '.join(map(str, table.columns)) or 'none'})")
+    return table
 
 
 def _accepted_text() -> str:
@@ -85,15 +100,56 @@ def _check_columns(table: pd.DataFrame, by: Sequence[str], source: str,
             )
 
 
+NUMERIC = ("params", "loss", *ONE_OF)
+
+
+def check_numbers(table: pd.DataFrame, columns: Sequence[str], source: str) -> None:
+    """ValueError naming the first of `columns` (those present) that is not
+    numbers: booleans, or text that does not read as a number (an empty cell
+    is a missing value, left out later with its reason)."""
+    for col in columns:
+        if col not in table:
+            continue
+        values = table[col]
+        if pd.api.types.is_bool_dtype(values):
+            raise ValueError(f"{source}: column {col!r} holds booleans (True/False); "
+                             "accepted: numbers")
+        if pd.api.types.is_numeric_dtype(values):
+            continue
+        text = values.astype(object).where(values.notna(), "").astype(str).str.strip()
+        parsed = pd.to_numeric(text.where(text != ""), errors="coerce")
+        bad = (text != "") & parsed.isna() | text.str.lower().isin(("true", "false"))
+        if bad.any():
+            rows = np.flatnonzero(bad.to_numpy())
+            shown = ", ".join(f"{i} ({text.iloc[i][:20]!r})" for i in rows[:3])
+            raise ValueError(f"{source}: column {col!r} is not numbers: rows (0-based) "
+                             f"{shown}{' ...' if len(rows) > 3 else ''}; accepted: numbers")
+
+
+def refuse_duplicates(table: pd.DataFrame, source: str) -> None:
+    """ValueError naming the first rows that repeat another row whole: the same
+    run twice would count as two independent measurements."""
+    twice = table.astype(str).duplicated(keep=False).to_numpy()
+    if twice.any():
+        rows = np.flatnonzero(twice)
+        raise ValueError(f"{source}: {len(rows)} rows repeat another row exactly, e.g. rows "
+                         f"(0-based) {', '.join(map(str, rows[:4]))}"
+                         f"{' ...' if len(rows) > 4 else ''}: each run (or checkpoint) must "
+                         "appear once; drop the duplicates (a table stacked twice?)")
+
+
 def prepare(table: pd.DataFrame, by: Sequence[str], source: str,
             required: Sequence[str] = REQUIRED) -> tuple[pd.DataFrame, list[dict]]:
-    """Check columns, derive compute or tokens, drop rows that are not positive finite.
+    """Check columns, types and duplicates, derive compute or tokens, drop rows
+    that are not positive finite.
 
     Returns the clean frame (with `_group`) and the exclusion rows of the dropped ones.
     """
     _check_columns(table, by, source, required)
+    check_numbers(table, NUMERIC, source)
     df = table.reset_index(drop=True)  # row numbers in messages: 0-based positions
-    for col in ("params", "loss", *ONE_OF):
+    refuse_duplicates(df, source)
+    for col in NUMERIC:
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     if "compute" not in df:

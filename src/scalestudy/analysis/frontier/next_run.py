@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...atomic import write_text
-from ...records import read_records
+from ...atomic import refuse_overwrite, write_text
 from ...study.ladder import SIZES, shape_for
+from ..inputs import read_runs
 from .result import FrontierResult
 
 METHOD = "approach2"  # the IsoFLOP parabolas: what a new budget's own group re-fits
@@ -107,7 +107,7 @@ class NextRun:
     def preset_text(self) -> str:
         """The preset: the header says what was predicted, the keys what changes."""
         archs, sizes = self.grid
-        lines = [f"# The next run of study {self.study!r}: the IsoFLOP group at each new "
+        lines = [f"{HEADER}{self.study!r}: the IsoFLOP group at each new "
                  f"budget, its sizes bracketing the optimum that {self.method_name} predicts there",
                  "# (scalestudy frontier --next-run; analysis/frontier/next_run.py). Layer it "
                  "on the study's own preset:",
@@ -154,18 +154,31 @@ class NextRun:
         return list(self.table.columns).index("compute")
 
 
-def check_next_run(from_runs: bool, predict) -> None:
-    """ValueError, before any fit, for a next run the options cannot give."""
+HEADER = "# The next run of study "
+
+
+def check_next_run(from_runs: bool, predict, path, records) -> None:
+    """ValueError, before any fit, for a next run the options cannot give, or a
+    `path` that is not one to write the preset to (the runs file `records`, a
+    directory, a file this command did not write)."""
+    refuse_overwrite(path, "a next run's preset", [records], _is_next_run)
     if not from_runs:
         raise ValueError("--next-run: needs --from-runs (a study's run records name its sizes)")
     if not predict:
         raise ValueError("--next-run: needs --predict C [C ...], the next run's budgets (FLOPs)")
 
 
+def _is_next_run(path: Path) -> bool:
+    try:
+        return Path(path).read_text(errors="replace").startswith(HEADER)
+    except OSError:
+        return False
+
+
 def write_next_run(result: FrontierResult, records, path) -> NextRun:
     """The next run of the suite whose run records (a runs.parquet or a cached
     study) `result` fitted, its preset written to `path` whole or not at all."""
-    planned = next_run(result, read_records(records))
+    planned = next_run(result, read_runs(records))
     write_text(planned.preset_text(), Path(path))
     return planned
 

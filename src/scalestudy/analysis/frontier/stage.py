@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import refuse_foreign, replacing_directory
+from ...errors import NoResult
 from ..figures import FIGURES
 from ..scaling import MIN_SIZES
 from .approaches import (
@@ -133,9 +134,13 @@ def frontier(
     (C = 6 N D), the C of every approach's N_opt ~ C^a. With `out_dir`, writes
     its files and (with `figures`) its figures there (`write_frontier`); without
     it, writes nothing. Every budget or point left out is in `excluded` and (unless
-    `quiet`) printed to stderr.
+    `quiet`) printed to stderr. Where no approach fits any group, nothing is
+    written: errors.NoResult.
     """
     source = str(table) if not isinstance(table, pd.DataFrame) else "table"
+    if out_dir is not None:  # refused before the fits, not after them
+        _check_replaceable(Path(out_dir), [x for x in (table, curves)
+                                           if x is not None and not isinstance(x, pd.DataFrame)])
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
     by = default_by(table) if by is None else tuple(by)
@@ -246,6 +251,9 @@ def frontier(
     if not quiet:
         for line in result.excluded_lines():
             print(line, file=sys.stderr)
+    if out_dir is not None and not result.fits["status"].eq("ok").any():
+        raise NoResult(f"{source}: no approach could fit a frontier in any group (why, per "
+                       "approach: the lines above)")
     if out_dir is not None:
         result.paths = write_frontier(result, out_dir, figures)
     return result
@@ -254,11 +262,16 @@ def frontier(
 def study_frontier(runs: pd.DataFrame, out_dir=None, **options) -> FrontierResult | None:
     """The frontier of a study's budgeted runs (`study.fit_table`: one per
     architecture and prior), as `frontier` fits any table; None when the study
-    has no finished budgeted run."""
+    has no finished budgeted run, or none that any approach fits (its claims
+    then lack data, and the study's other analyses go on)."""
     table = fit_table(runs)
     if table.empty:
         return None
-    return frontier(table, out_dir, **options)
+    try:
+        return frontier(table, out_dir, **options)
+    except NoResult as why:
+        print(f"frontier: none: {why}", file=sys.stderr)
+        return None
 
 
 def write_frontier(result: FrontierResult, out_dir, figures: bool = True) -> list[Path]:
@@ -278,8 +291,9 @@ def write_frontier(result: FrontierResult, out_dir, figures: bool = True) -> lis
     return [out_dir / name for name in names]
 
 
-def _check_replaceable(out_dir: Path) -> None:
-    """ValueError when `out_dir` holds anything the frontier does not write."""
+def _check_replaceable(out_dir: Path, inputs=()) -> None:
+    """ValueError when `out_dir` is a file, holds one of `inputs`, or holds
+    anything the frontier does not write."""
     figures = {f"{name}.{ext}" for name, figure in FIGURES.items() if figure.from_frontier
                for ext in ("png", "pdf", "csv")}
-    refuse_foreign(out_dir, {*FILES, *figures}, "a frontier's")
+    refuse_foreign(out_dir, {*FILES, *figures}, "a frontier's", inputs)

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ...priors import PRIORS, TASK_STAGES
-from ...records import read_records
 from ...stages import STAGES
+from ..inputs import read_runs
 
 COLUMNS = ["arch", "prior", "task", "size", "seed", "budget", "params", "compute", "tokens",
            "loss", "steps", "fork_step", "wall_seconds", "fork_seconds", "on_task"]
@@ -92,7 +92,7 @@ def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
 def read_fit_table(path) -> pd.DataFrame:
     """`fit_table` of a runs file (a study's runs.parquet, a cached study);
     ValueError when it has no finished budgeted run."""
-    table = fit_table(read_records(path))
+    table = fit_table(read_runs(path))
     if table.empty:
         raise ValueError(f"{path}: no finished budgeted run (grid.budgets) to fit")
     return table

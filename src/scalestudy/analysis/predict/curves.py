@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ...records import read_records
+from ..inputs import check_runs
 from .inputs import LADDER_COLUMNS, ladder_of_runs
 
 HISTORY = "metrics.csv"
@@ -48,27 +49,27 @@ def validation_curve(run_dir: Path) -> pd.Series:
     return rows.groupby("step")["val_loss"].last().sort_index()
 
 
-def checkpoint_ladder(directory) -> tuple[pd.DataFrame, list[str]]:
+def checkpoint_ladder(directory) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The checkpoints of every run under the study directory `directory`, as a
-    ladder with `step` and `run` columns, and a note per run left out."""
+    ladder with `step` and `run` columns, and each run left out with why."""
     directory = Path(directory)
     paths = sorted(directory.rglob("record.parquet"))
     if not paths:
         raise ValueError(f"{directory}: no run record (record.parquet) under it; --checkpoints "
                          "reads a study's results directory, e.g. results/<study>")
-    records = pd.concat([read_records(p).assign(run_dir=str(p.parent)) for p in paths],
-                        ignore_index=True)
+    records = check_runs(pd.concat([read_records(p).assign(run_dir=str(p.parent))
+                                    for p in paths], ignore_index=True), str(directory))
     final = ladder_of_runs(records, extra=["run_dir", "steps", "finetuned"])
     notes, points = [], []
     for run in final.itertuples(index=False):
         name = str(Path(run.run_dir).relative_to(directory))
         if run.finetuned:
-            notes.append(f"{name}: a finetuned run's curve is not a compute ladder")
+            notes.append((name, "a finetuned run's curve is not a compute ladder"))
             continue
         curve = validation_curve(Path(run.run_dir))
         curve = curve[(curve.index > 0) & (curve.index <= run.steps)]
         if curve.empty:
-            notes.append(f"{name}: no validation in its metrics.csv")
+            notes.append((name, "no validation in its metrics.csv"))
             continue
         fraction = curve.index.to_numpy(dtype=float) / float(run.steps)
         base = {c: getattr(run, c) for c in LADDER_COLUMNS if c not in ("tokens", "compute",

@@ -32,9 +32,10 @@ import numpy as np
 import pandas as pd
 
 from ...priors import PRIORS, TASK_STAGES
-from ..frontier.inputs import default_by, prepare, read_table
+from ..frontier.inputs import check_numbers, default_by, prepare, read_table
 from ..frontier.study import COLUMNS as STUDY_COLUMNS
 from ..frontier.study import study_table
+from ..inputs import check_runs, read_runs
 
 COMPUTE_AXES = ("counted", "6nd")
 ACCEPTED = ("params, loss, tokens and/or compute (at least one); optional: group columns "
@@ -45,11 +46,9 @@ def read_ladder(source, from_runs: bool = False) -> tuple[pd.DataFrame, str]:
     """The table `source` names (a DataFrame, or a CSV or Parquet path) and its name
     in messages; a study's run records mapped to the ladder's columns with `from_runs`."""
     if isinstance(source, pd.DataFrame):
-        return (ladder_of_runs(source) if from_runs else source), "table"
+        return (ladder_of_runs(check_runs(source)) if from_runs else source), "table"
     if from_runs:
-        from ...records import read_records
-
-        return ladder_of_runs(read_records(source)), str(source)
+        return ladder_of_runs(read_runs(source)), str(source)
     return read_table(source), str(source)
 
 
@@ -104,14 +103,16 @@ def check_columns(table: pd.DataFrame, source: str, by: Sequence[str], metric: s
 
 def prepare_ladder(table: pd.DataFrame, source: str, by: Sequence[str] | None,
                    metric: str | None, min_fraction: float,
-                   ) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
+                   ) -> tuple[pd.DataFrame, tuple[str, ...], list[tuple[str, str]]]:
     """The clean runs (with `_group`, `_unit`: the resampling unit, a run; and
-    `_metric` when a metric is named), the group columns, and a line per row or
-    checkpoint left out."""
+    `_metric` when a metric is named), the group columns, and what was left out
+    and why, a pair per set of rows or checkpoints (excluded.csv)."""
     by = default_by(table) if by is None else tuple(by)
     check_columns(table, source, by, metric)
+    if metric is not None:
+        check_numbers(table, [metric], source)
     runs, excluded = prepare(table, by, source)
-    notes = [f"{x['detail']}: {x['reason']}" for x in excluded]
+    notes = [(x["detail"], x["reason"]) for x in excluded]
     if metric is not None:
         runs["_metric"] = pd.to_numeric(runs[metric], errors="coerce").astype(float)
     if "step" in runs:
@@ -119,8 +120,8 @@ def prepare_ladder(table: pd.DataFrame, source: str, by: Sequence[str] | None,
         final = runs.groupby("_unit")["tokens"].transform("max")
         early = runs["tokens"] < min_fraction * final
         if early.any():
-            notes.append(f"{int(early.sum())} checkpoint(s) before {min_fraction:g} of their "
-                         "run's final tokens left out (--min-fraction)")
+            notes.append((f"{int(early.sum())} checkpoint(s)",
+                          f"before {min_fraction:g} of their run's final tokens (--min-fraction)"))
         runs = runs[~early]
     else:
         runs["_unit"] = np.arange(len(runs)).astype(str)

@@ -23,8 +23,11 @@ as, in one directory the stage replaces whole (`FILES`, with the figure's
   params, tokens, compute_axis, compute, loss, fitted (the law's loss there),
   residual (ln loss - ln fitted); with a metric, the metric and its fitted value.
 - `holdout.csv` (with `--holdout`): one row per group, holdout.HOLDOUT_COLUMNS.
-- `predict.json`: the settings (group columns, targets, ci, n_boot, seed,
-  compute axis, metric, holdout, min_fraction) and the figure's loss label.
+- `excluded.csv`: what the input held that was not fitted (left_out: rows,
+  checkpoints or runs; reason), one row per set; empty when nothing was.
+- `predict.json`: the input (its path, or "table"), the settings (group
+  columns, targets, ci, n_boot, seed, compute axis, metric, holdout,
+  min_fraction) and the figure's loss label.
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ FIT_COLUMNS = ["law", "parameter", "value", "low", "high", "status", "warnings",
                "condition_number", "residual_sd", "r2", "signal_p", "lack_of_fit_p"]
 RUN_COLUMNS = ["params", "tokens", "compute_axis", "compute", "loss", "fitted", "residual"]
 
+EXCLUDED_COLUMNS = ["left_out", "reason"]
+
 TABLES = {"predictions.csv": "predictions", "fit.csv": "fit", "runs.csv": "runs",
-          "holdout.csv": "holdout"}
+          "holdout.csv": "holdout", "excluded.csv": "excluded"}
 SETTINGS = "predict.json"
 FILES = (*TABLES, SETTINGS)
 FIGURE = "ladder_prediction"
@@ -74,6 +79,7 @@ class PredictionResult:
     runs: pd.DataFrame
     paths: pd.DataFrame
     holdout: pd.DataFrame | None
+    excluded: pd.DataFrame
     by: tuple[str, ...]
     settings: dict
     files: list[Path] = field(default_factory=list)
@@ -116,6 +122,8 @@ class PredictionResult:
             for r in self.rows(self.predictions, key).itertuples():
                 text = (f"  N {r.n:.4g}, D {r.d:.4g}: loss {r.loss:.4g} "
                         f"[{r.loss_low:.4g}, {r.loss_high:.4g}]")
+                if r.status != head["status"]:
+                    text += f" ({r.status})"
                 if "metric" in self.predictions:
                     text += (f"; {r.metric_name} {r.metric:.4g} [{r.metric_low:.4g}, "
                              f"{r.metric_high:.4g}] ({r.metric_status})")

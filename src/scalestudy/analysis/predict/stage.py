@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...atomic import refuse_foreign, replacing_directory
+from ...errors import NoResult
 from ..stats import percentile_ci
 from .curves import checkpoint_ladder
 from .downstream import NAMES as METRIC_NAMES
@@ -23,6 +24,7 @@ from .inputs import COMPUTE_AXES, TokenCost, parse_targets, prepare_ladder, read
 from .loss import LossLaw, fit_loss_law
 from .resampling import run_weights
 from .result import (
+    EXCLUDED_COLUMNS,
     FIGURE_FILES,
     FILES,
     FIT_COLUMNS,
@@ -34,6 +36,9 @@ from .result import (
 )
 
 PATH_POINTS = 48  # points of each target's path in the figure
+# A target beyond this multiple of the ladder's largest compute (three decades)
+# is too far for an interval to mean anything: its status says so.
+FAR_BEYOND = 1e3
 
 
 def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = None, *,
@@ -51,23 +56,29 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     the group columns (default arch and prior, those present), one fit per
     group. With `out_dir`, writes the files (result.py) and, with `figures`,
     the figure there; without it, writes nothing. Bad input raises
-    ValueError before anything is written.
+    ValueError before anything is written, and a ladder no group's law fits
+    errors.NoResult.
     """
     targets = (parse_targets(at) if all(isinstance(t, str) for t in at)
                else np.asarray(at, dtype=float).reshape(-1, 2))
     _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish)
+    given = [] if isinstance(table, pd.DataFrame) else [table]
     if out_dir is not None:  # refused before the fits, not after them
-        refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's")
+        refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's", given)
     if checkpoints:
         frame, notes = checkpoint_ladder(table)
         source = str(table)
     else:
         (frame, source), notes = read_ladder(table, from_runs), []
     runs, by, cleaned = prepare_ladder(frame, source, by, metric, min_fraction)
-    notes += cleaned
-    if not quiet:
-        for note in notes:
-            print(f"predict: left out: {note}", file=sys.stderr)
+    excluded = pd.DataFrame(notes + cleaned, columns=EXCLUDED_COLUMNS)
+    if not quiet and len(excluded):
+        print(f"predict: left out {len(excluded)} set(s) of rows ({source}); each with its "
+              f"reason in excluded.csv:", file=sys.stderr)
+        for what, why in excluded.head(3).itertuples(index=False):
+            print(f"  {what}: {why}", file=sys.stderr)
+        if len(excluded) > 3:
+            print(f"  ... and {len(excluded) - 3} more", file=sys.stderr)
 
     runs["_axis_compute"] = (runs["compute"] if compute_axis == "counted"
                              else 6.0 * runs["params"] * runs["tokens"])
@@ -105,12 +116,18 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
         paths=pd.DataFrame(out["paths"]),
         holdout=(pd.DataFrame(out["holdout"], columns=[*by, *HOLDOUT_COLUMNS])
                  if with_holdout else None),
+        excluded=excluded,
         by=by,
-        settings={"by": list(by), "targets": targets.tolist(), "ci": ci, "n_boot": n_boot,
+        settings={"input": source, "by": list(by), "targets": targets.tolist(), "ci": ci,
+                  "n_boot": n_boot,
                   "seed": seed, "n_polish": n_polish, "compute_axis": compute_axis,
                   "metric": metric, "holdout": with_holdout, "min_fraction": min_fraction,
                   "checkpoints": "step" in runs, "loss_label": loss_label},
     )
+    if out_dir is not None and not result.predictions["loss"].notna().any():
+        statuses = result.fit.loc[result.fit["law"] == "loss", "status"].unique()
+        raise NoResult(f"{source}: no group's L(N, D) could be fitted ({'; '.join(statuses)}), "
+                       "so there is no prediction")
     if out_dir is not None:
         result.files = write_prediction(result, out_dir, figures)
     return result
@@ -185,6 +202,9 @@ def _prediction_rows(law, mapping, metric, targets, runs, cost, ci, rng) -> list
         row = {**base, "n": Nt[j], "d": Dt[j], "compute": compute[j],
                "n_ratio": Nt[j] / runs["params"].max(),
                "compute_ratio": compute[j] / runs["_axis_compute"].max(), **nan}
+        outside = _outside(Nt[j], Dt[j], row["compute_ratio"], runs)
+        if law.ok and outside:
+            row["status"] = outside
         if law.ok:
             row["loss"] = point[j]
             if len(reps):
@@ -200,6 +220,19 @@ def _prediction_rows(law, mapping, metric, targets, runs, cost, ci, rng) -> list
                     row["metric_low"], row["metric_high"] = _interval(chained[:, j], ci)
         rows.append(row)
     return rows
+
+
+def _outside(n: float, d: float, compute_ratio: float, runs: pd.DataFrame) -> str | None:
+    """Why a target lies where the ladder says nothing (below its smallest N or
+    D, or over FAR_BEYOND times its largest compute), else None."""
+    n_min, d_min = runs["params"].min(), runs["tokens"].min()
+    if n < n_min or d < d_min:
+        return (f"outside the ladder: below its smallest {'N' if n < n_min else 'D'} "
+                f"({n_min if n < n_min else d_min:.3g}), where the law was not measured")
+    if compute_ratio > FAR_BEYOND:
+        return (f"far beyond the ladder: {compute_ratio:.3g}x its largest compute (over "
+                f"{FAR_BEYOND:g}x), where no interval is meaningful")
+    return None
 
 
 def _run_rows(runs, law, mapping, by, compute_axis, metric) -> pd.DataFrame:
