@@ -151,8 +151,9 @@ def open_study(path: Path | str, *, x_axis: str = "compute", n_boot: int = 1000,
                ci: float = 0.95, seed: int = 0, n_boot_saturating: int = 100) -> Study:
     """The study at `path`: a results directory (runs.parquet, fits.parquet) or
     a runs file (a cached data/cache/<name>.parquet). The options are those of
-    `scalestudy fit`, used when the fits are made here."""
-    from .records import read_records
+    `scalestudy fit`, used when the fits are made here. The runs are checked as
+    every analysis command checks them (analysis/inputs.py)."""
+    from .analysis.inputs import read_fits, read_runs
 
     path = Path(path)
     runs_file = path / "runs.parquet" if path.is_dir() else path
@@ -160,9 +161,9 @@ def open_study(path: Path | str, *, x_axis: str = "compute", n_boot: int = 1000,
         raise ValueError(f"{path}: neither a runs file nor a study directory with "
                          f"runs.parquet")
     fits_file = path / "fits.parquet" if path.is_dir() else None
-    fits = pd.read_parquet(fits_file) if fits_file is not None and fits_file.is_file() else None
+    fits = read_fits(fits_file) if fits_file is not None and fits_file.is_file() else None
     frontier_dir = path / "frontier" if path.is_dir() else None
-    return Study(read_records(runs_file), fits, path,
+    return Study(read_runs(runs_file), fits, path,
                  {"x_axis": x_axis, "n_boot": n_boot, "ci": ci, "seed": seed,
                   "n_boot_saturating": n_boot_saturating},
                  frontier_dir if frontier_dir is not None and frontier_dir.is_dir() else None)

@@ -49,9 +49,9 @@ def test_the_workflow_config_is_completed_in_place_by_validation():
     which states no declared section: validation fills the rest in `config`
     itself, which the workflow then reads."""
     config = yaml.safe_load(open(SCHEMA_PATH.parents[1] / "config" / "config.yaml"))
-    config["train"] = {"max_steps": 12}
+    config["train"] = {"max_steps": 12, "val_every": 6}
     validate(config)
-    assert config["train"] == {**defaults(TrainConfig), "max_steps": 12}
+    assert config["train"] == {**defaults(TrainConfig), "max_steps": 12, "val_every": 6}
     assert config["resources"]["mem_mb"] == 4000
 
 

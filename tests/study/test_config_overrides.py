@@ -33,7 +33,7 @@ def overridden(**values: str) -> dict:
 def test_string_scalars_become_the_schema_types():
     config = overridden(
         grid='{"archs": ["transformer"], "seeds": [0, 1]}',
-        train='{"max_steps": 12, "lr": 1e-3, "grad_clip": 0, "causal": false}',
+        train='{"max_steps": 12, "val_every": 6, "lr": 1e-3, "grad_clip": 0, "causal": false}',
         pretrain='{"span": 3.0}', trainer='{"devices": 1, "precision": 32}',
         tasks='{"listops": {"n_train": 100}}')
     assert config["grid"]["seeds"] == ["0", "1"]  # what Snakemake hands over
@@ -73,7 +73,7 @@ def test_snakemake_accepts_the_override_the_issue_typed(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--directory", str(ROOT),
          "--config", 'grid={"archs":["transformer"],"seeds":[0]}',
-         'train={"max_steps": 10, "val_every": 5}'],
+         'train={"max_steps": 20, "val_every": 10}'],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "is not of type" not in done.stdout + done.stderr

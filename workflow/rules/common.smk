@@ -5,6 +5,7 @@
 
 import os
 import re
+import sys
 
 from scalestudy import workflow as study_workflow
 from scalestudy.analysis.stages import ANALYSIS_STAGES
@@ -13,7 +14,10 @@ from scalestudy.study import costs, grid, resources, specs
 
 # Stale locks, the jobs' environment, the config check and the local GPUs
 # (scalestudy.workflow); LOCAL_GPUS, the GPUs a local GPU study's jobs share.
-LOCAL_GPUS = study_workflow.prepare(workflow, config)
+try:
+    LOCAL_GPUS = study_workflow.prepare(workflow, config)
+except ValueError as err:  # a study that cannot run: its one line, not a trace of the parse
+    sys.exit(f"study config: {err}")
 CONDA_ENV = study_workflow.conda_env(workflow)
 
 OUT = f"results/{config['study']}"

@@ -51,7 +51,7 @@ def check_runs(runs: pd.DataFrame, source: str = "runs") -> pd.DataFrame:
     ok = runs["status"].eq("ok").to_numpy()
     if not ok.any():
         counts = runs["status"].value_counts().to_dict()
-        errors = runs["error"].dropna().unique()[:2]
+        errors = [e for e in runs["error"].dropna().unique() if e][:2]
         raise NoResult(f"{source}: no run finished ok ({_counts(counts)}), so there is nothing "
                        f"to fit" + (f"; errors: {'; '.join(errors)}" if len(errors) else ""))
     for column in ACCURACIES:
@@ -124,7 +124,9 @@ def _refuse(runs: pd.DataFrame, source: str, column: str, bad: np.ndarray,
 
 
 def _value(value) -> str:
-    return f"{value:g}" if isinstance(value, (float, np.floating)) else repr(value)
+    if isinstance(value, (float, np.floating)):
+        return "NaN" if np.isnan(value) else f"{value:g}"
+    return repr(value)
 
 
 def _named(runs: pd.DataFrame, rows: np.ndarray) -> str:

@@ -137,6 +137,32 @@ def check_semantics(config: dict) -> None:
             )
 
 
+def check_schedules(config: dict) -> None:
+    """A schedule a run would follow to the letter and still not mean: a warm-up
+    as long as the run (the learning rate never reaches its peak), or a
+    validation interval longer than the run (no validation on the way: its
+    curve is one point). A budgeted run's steps come from its budget
+    (costs.check_budgets judges its warm-up)."""
+    study = StudyConfig.from_dict(config)
+    if study.grid.get("budgets"):
+        return
+    sections = [("train", study.train)]
+    if stages_needed(study.grid):
+        sections.append(("pretrain", study.pretrain))
+    for section, schedule in sections:
+        if schedule.warmup_steps >= schedule.max_steps:
+            raise ConfigError(
+                f"{section}.warmup_steps: {schedule.warmup_steps} is not below "
+                f"{section}.max_steps {schedule.max_steps}: the learning rate would never "
+                f"reach its peak; accepted: 0 to {schedule.max_steps - 1}")
+    schedule = study.train
+    if schedule.val_every > schedule.max_steps:
+        raise ConfigError(
+            f"train.val_every: {schedule.val_every} exceeds train.max_steps "
+            f"{schedule.max_steps}: the run would validate only at its end; accepted: 1 to "
+            f"{schedule.max_steps}")
+
+
 def check_batches(config: dict) -> None:
     """Every run's batch splits over its devices and into its micro-batches."""
     study = StudyConfig.from_dict(config)
@@ -290,6 +316,7 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
     fill_defaults(config)
     check_schema(config, schema_path)
     check_semantics(config)
+    check_schedules(config)
     study = StudyConfig.from_dict(config)
     try:  # a tracker's package is installed (its extra named)
         require_trackers(list(study.trainer.loggers))

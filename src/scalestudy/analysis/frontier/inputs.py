@@ -74,6 +74,12 @@ def _accepted_text() -> str:
             "budget")
 
 
+def present_columns(table: pd.DataFrame) -> str:
+    """The table's columns as a message names them (the first dozen)."""
+    names = [str(c) for c in table.columns]
+    return ", ".join(names[:12]) + (f" ... ({len(names)} in all)" if len(names) > 12 else "")
+
+
 def default_by(table: pd.DataFrame) -> tuple[str, ...]:
     return tuple(c for c in DEFAULT_BY if c in table.columns)
 
@@ -84,13 +90,14 @@ def _check_columns(table: pd.DataFrame, by: Sequence[str], source: str,
     for col in required:
         if col not in cols:
             raise ValueError(
-                f"{source}: missing column {col!r}; accepted columns: {_accepted_text()}"
+                f"{source}: missing column {col!r}; columns present: {present_columns(table)}; "
+                f"accepted columns: {_accepted_text()}"
                 + (", and run (the run's id) in curves" if "run" in required else "")
             )
     if not cols & set(ONE_OF):
         raise ValueError(
             f"{source}: missing column 'compute' (or 'tokens'): one of them is needed; "
-            f"accepted columns: {_accepted_text()}"
+            f"columns present: {present_columns(table)}; accepted columns: {_accepted_text()}"
         )
     for col in by:
         if col not in cols:

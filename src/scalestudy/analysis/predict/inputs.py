@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ...priors import PRIORS, TASK_STAGES
-from ..frontier.inputs import check_numbers, default_by, prepare, read_table
+from ..frontier.inputs import check_numbers, default_by, prepare, present_columns, read_table
 from ..frontier.study import COLUMNS as STUDY_COLUMNS
 from ..frontier.study import study_table
 from ..inputs import check_runs, read_runs
@@ -77,11 +77,12 @@ def check_columns(table: pd.DataFrame, source: str, by: Sequence[str], metric: s
         if col not in cols:
             hint = (" (a study's run records? use --from-runs)"
                     if "n_params_nonembed" in cols else "")
-            raise ValueError(f"{source}: missing column {col!r}{hint}; accepted columns: "
-                             f"{ACCEPTED}")
+            raise ValueError(f"{source}: missing column {col!r}{hint}; columns present: "
+                             f"{present_columns(table)}; accepted columns: {ACCEPTED}")
     if not cols & {"tokens", "compute"}:
         raise ValueError(f"{source}: missing column 'tokens' (or 'compute'): one of them is "
-                         f"needed; accepted columns: {ACCEPTED}")
+                         f"needed; columns present: {present_columns(table)}; accepted columns: "
+                         f"{ACCEPTED}")
     for col in by:
         if col not in cols:
             raise ValueError(f"{source}: missing group column {col!r} (by); columns present: "
