@@ -347,6 +347,31 @@ def test_scaling_overview_needs_upstream_and_random():
         scaling_overview.draw(runs, fit_study(runs, n_boot=10, n_boot_saturating=0), "unused")
 
 
+def test_scaling_overview_leaves_out_and_names_the_cells_without_random_runs(drawn, tmp_path):
+    """s4 has no random runs on listops (only upstream ones), and no architecture
+    has any on text: the listops row keeps the transformer's panel, drawn from its
+    random runs, s4's is left out and named, and the text row is left out and
+    named; the upstream row is whole."""
+    from scalestudy.analysis.figures import scaling_overview
+
+    runs = make_runs(archs=("transformer", "s4"), sizes=("xxs", "xs", "s"),
+                     priors=("random", "upstream"), tasks=("listops", "text"), seeds=(0, 1),
+                     noise=0.02)
+    gone = (runs["prior"] == "random") & ((runs["task"] == "text") | (
+        (runs["task"] == "listops") & (runs["arch"] == "s4")))
+    runs = runs[~gone]
+    out = scaling_overview.draw(runs, fit_study(runs, n_boot=10, n_boot_saturating=0), tmp_path)
+    assert out.notes == ["no finished runs on text under random", "s4: no finished listops runs"]
+    fig = drawn["scaling_overview"]
+    assert [ax.get_label() for ax in fig.axes] == ["transformer", "s4",
+                                                   "listops/random/transformer"]
+    cell = task_runs(runs).query("task == 'listops' and prior == 'random' and "
+                                 "arch == 'transformer'")
+    points = _gid(_panel(fig, "listops/random/transformer"), "points:transformer")
+    np.testing.assert_allclose(np.sort(points.get_ydata()),
+                               np.sort(cell.groupby("size")["error"].mean()))
+
+
 def test_accuracy_vs_size_shares_its_axis_and_plots_mean_and_sd_over_seeds(rendered, study):
     figures, _, _ = rendered
     runs, _ = study
@@ -441,6 +466,40 @@ def test_gap_closing_reads_back_the_gaps_their_intervals_and_the_share_closed(re
     closed = (gaps["random"] - gaps["spt"]) / gaps["random"]
     labels = [text.get_text() for text in ax.texts]
     assert labels == [f"{share:.0%} closed" for share in closed[gaps["random"] > 0]]
+
+
+def test_gap_closing_keeps_a_size_whose_run_has_no_test_accuracy(drawn, tmp_path):
+    """One of s4's two finished random runs at xs has no test accuracy (NaN): the
+    gap there is its other run's accuracy minus the transformer's mean, of one run
+    (no interval), drawn and annotated as every other size's, never a NaN that
+    leaves the size out."""
+    from scalestudy.analysis.figures import gap_closing
+
+    runs = make_runs(archs=("transformer", "s4"), sizes=("xxs", "xs", "s"),
+                     priors=("random", "spt"), seeds=(0, 1),
+                     acc={("s4", "random"): {"xxs": 0.6, "xs": 0.62, "s": 0.64},
+                          ("s4", "spt"): 0.55, ("transformer", "random"): 0.5,
+                          ("transformer", "spt"): 0.52})
+    runs["test_acc"] += np.where(runs["seed"] == 1, 0.01, -0.01)
+    lost = ((runs["arch"] == "s4") & (runs["prior"] == "random") & (runs["size"] == "xs")
+            & (runs["seed"] == 1))
+    runs.loc[lost, "test_acc"] = np.nan
+    params = FIGURES["gap_closing"].params
+    g = gap_closing.gaps(runs, "s4", "transformer", ("random", "spt")).set_index(
+        ["prior", "size"])
+    t = task_runs(runs)
+    kept = t[(t["arch"] == "s4") & (t["prior"] == "random") & (t["size"] == "xs")]["test_acc"]
+    tf = t[(t["arch"] == "transformer") & (t["prior"] == "random") & (t["size"] == "xs")]
+    row = g.loc[("random", "xs")]
+    assert row["gap"] == pytest.approx(kept.dropna().iloc[0] - tf["test_acc"].mean())
+    assert (row["n_first"], row["n_second"]) == (1, 2)
+    assert np.isnan(row["low"]) and np.isnan(row["high"])
+    gap_closing.draw(runs, pd.DataFrame(), tmp_path, **params)
+    ax = _panel(drawn["gap_closing"], "listops")
+    line = _gid(ax, "gap:random")
+    assert np.isfinite(line.get_ydata()).all() and len(line.get_ydata()) == 3
+    np.testing.assert_allclose(line.get_ydata()[1], row["gap"])
+    assert len([t for t in ax.texts if t.get_text().endswith("closed")]) == 3
 
 
 def test_gap_closing_names_what_it_lacks():

@@ -25,9 +25,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import f as f_dist
 
-from scalestudy.analysis.predict.downstream import fit_metric_map
+from scalestudy.analysis.predict.downstream import fit_metric_map, sigmoid
 from scalestudy.analysis.predict.loss import MAX_CONDITION, fit_loss_law
+from scalestudy.analysis.predict.resampling import ACROSS_SIZES, WITHIN_SIZES, run_weights
 from scalestudy.analysis.predict.result import FIGURE_FILES
 from scalestudy.analysis.predict.stage import predict
 from scalestudy.cli.parser import run_command
@@ -154,6 +156,27 @@ def test_holdout_recovers_the_held_out_size_on_a_noiseless_ladder():
     assert h["held_out_n"] == result.runs["params"].max()
 
 
+def test_holdout_refits_without_the_size_it_holds_out():
+    """A noiseless ladder whose largest size breaks the law (its losses 1.3 x the
+    surface's): a refit on the other sizes alone finds the surface, so it predicts
+    the held-out runs at the surface and misses their loss by 1/1.3 - 1 (a refit
+    that kept them would be pulled towards them), none inside its interval."""
+    table = synthetic_ladder(0, noise=0.0, n_sizes=5, multiples=(5, 10, 20, 40))
+    largest = table["params"].max()
+    held = table["params"] == largest
+    table.loc[held, "loss"] *= 1.3
+    result = predict(table, None, [TARGET], with_holdout=True, n_boot=10, n_polish=32,
+                     quiet=True)
+    h = result.holdout.iloc[0]
+    assert h["status"] == "ok" and h["n_runs"] == held.sum() == 8
+    expected = float(surface(table.loc[held, "params"], table.loc[held, "tokens"]).mean())
+    assert h["loss_pred"] == pytest.approx(expected, rel=1e-4)
+    assert h["loss_obs"] == pytest.approx(1.3 * expected, rel=1e-9)
+    assert h["rel_error"] == pytest.approx(1 / 1.3 - 1, abs=1e-4)
+    assert h["rel_error_low"] <= h["rel_error_high"] < -0.2
+    assert h["in_interval"] == 0
+
+
 def test_a_noiseless_ladder_gives_the_surface_back():
     result = predict(synthetic_ladder(1, noise=0.0, n_sizes=5, multiples=(5, 10, 20, 40)),
                      None, [TARGET], n_boot=0, quiet=True)
@@ -185,6 +208,51 @@ def test_a_ladder_too_small_is_refused_with_its_reason():
     result = predict(small, None, [TARGET], n_boot=5, quiet=True)
     assert result.fit["status"].iloc[0].startswith("no fit: L(N, D) needs >= 3 sizes")
     assert result.predictions[["loss", "loss_low"]].isna().all().all()
+
+
+def test_a_run_s_noise_is_scaled_for_the_five_parameters_fitted():
+    """Ten runs (3 sizes x 3 token counts and one more): a run's noise is the fit's
+    log residuals (recomputed here from its parameters) times sqrt(10 / (10 - 5)),
+    and a predicted run is a replicate's surface times e^(one of them)."""
+    table = synthetic_ladder(5, noise=0.02, n_sizes=3, multiples=(5, 20, 80)).iloc[::2]
+    extra = synthetic_ladder(6, noise=0.02, n_sizes=3, multiples=(10,)).iloc[:1]
+    table = pd.concat([table, extra], ignore_index=True)
+    N, D, L = (table[c].to_numpy() for c in ("params", "tokens", "loss"))
+    assert len(L) == 10
+    weights, _ = run_weights(np.arange(10).astype(str), N, 20, np.random.default_rng(0))
+    law = fit_loss_law(N, D, L, weights, 0.95, n_polish=32)
+    p = {name: value for name, (value, _) in law.parameters().items()}
+    residuals = np.log(L) - np.log(p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"])
+    assert np.abs(residuals).max() > 0.005  # noise to scale
+    np.testing.assert_allclose(law.noise, residuals * np.sqrt(10 / 5), rtol=1e-6, atol=1e-12)
+    _, reps = law.mean(N[:2], D[:2])
+    drawn = np.log(law.predictive(N[:2], D[:2], np.random.default_rng(1)) / reps)
+    gaps = np.abs(drawn.ravel()[:, None] - law.noise[None, :]).min(axis=1)
+    assert gaps.max() < 1e-9
+
+
+def test_sizes_of_one_run_each_are_resampled_together_keeping_three_sizes():
+    """Four runs of three checkpoints, each run its own size: a replicate redraws
+    the runs across sizes (a run's checkpoints together), and one with fewer than
+    3 sizes is redrawn. Oracle: four draws from four runs with 3 or more distinct
+    have 4 distinct in 24 of the 168 ways (4! of 4^4, and 4 x 6 x 3! ways of
+    exactly 3)."""
+    units = np.repeat(["r0", "r1", "r2", "r3"], 3)
+    sizes = np.repeat([1e7, 2e7, 4e7, 8e7], 3)
+    weights, how = run_weights(units, sizes, 4000, np.random.default_rng(0))
+    assert how == ACROSS_SIZES and weights.shape == (4000, 12)
+    per_run = weights.reshape(4000, 4, 3)
+    assert (per_run == per_run[:, :, :1]).all()  # a run's checkpoints drawn together
+    per_run = per_run[:, :, 0]
+    assert (per_run.sum(axis=1) == 4).all()
+    distinct = (per_run > 0).sum(axis=1)
+    assert distinct.min() >= 3
+    assert (distinct == 4).mean() == pytest.approx(24 / 168, abs=0.02)
+    np.testing.assert_allclose(per_run.mean(axis=0), 1.0, atol=0.05)
+    # Two runs a size: each replicate redraws every size's runs from its own.
+    _, how = run_weights(np.arange(8).astype(str), np.repeat([1e7, 2e7, 4e7, 8e7], 2), 5,
+                         np.random.default_rng(0))
+    assert how == WITHIN_SIZES
 
 
 # --------------------------------------------------------------------------- downstream
@@ -220,6 +288,30 @@ def test_a_metric_that_does_not_follow_the_loss_is_not_extrapolated():
     assert np.isnan(row["metric"]) and np.isnan(row["metric_low"])
 
 
+@pytest.mark.parametrize("seed, accepted", [(11, True), (37, False)])
+def test_the_signal_test_is_the_f_test_of_the_sigmoid_against_a_constant(seed, accepted):
+    """Eight runs whose metric barely follows the loss, p near 0.05 on either side.
+    Oracle: F = ((SS0 - SS1) / 3) / (SS1 / (8 - 4)) on (3, 4) degrees of freedom
+    (three parameters beyond the constant), SS1 from the fitted sigmoid's residuals
+    recomputed here; where refused, from its R^2 (F = (R^2 / 3) / ((1 - R^2) / 4))."""
+    loss = np.linspace(2.0, 3.0, 8)
+    metric = 0.5 - 0.03 * (loss - 2.5) + np.random.default_rng(seed).normal(0, 0.02, 8)
+    mapping = fit_metric_map(loss, metric, np.arange(8), np.empty((0, 8)))
+    ss0 = float(((metric - metric.mean()) ** 2).sum())
+    if accepted:
+        a, k, l0, b = mapping.params
+        ss1 = float(((metric - (a / (1 + np.exp(-k * (loss - l0))) + b)) ** 2).sum())
+        assert mapping.r2 == pytest.approx(1 - ss1 / ss0, rel=1e-9)
+    else:
+        ss1 = (1 - mapping.r2) * ss0
+    p = f_dist.sf(((ss0 - ss1) / 3) / (ss1 / 4), 3, 4)
+    assert 0.03 < p < 0.1 and (p <= 0.05) == accepted
+    assert mapping.signal_p == pytest.approx(p, rel=1e-9)
+    assert mapping.ok == accepted
+    assert mapping.status.startswith("ok" if accepted else
+                                     "no fit: the metric does not follow the loss")
+
+
 def test_lack_of_fit_is_reported_where_seeds_repeat_runs():
     """A metric that rises and falls again in the loss (no sigmoid), measured on two
     seeds per run with little noise: the pure-error F test rejects the sigmoid."""
@@ -229,6 +321,27 @@ def test_lack_of_fit_is_reported_where_seeds_repeat_runs():
     mapping = fit_metric_map(loss, metric, cells, np.empty((0, 24)))
     assert mapping.status.startswith("no fit: lack of fit") and not mapping.ok
     assert mapping.lack_of_fit_p < 0.01
+
+
+def test_the_metric_s_interval_carries_a_run_s_loss_noise():
+    """Loss noise of 3% a run and a metric that follows the loss within 0.002:
+    the metric of one run at the target is the sigmoid of that run's loss, so its
+    interval is the sigmoid of the loss's prediction interval (the percentiles of a
+    monotone map), far wider than the sigmoid of the surface's interval alone."""
+    table = synthetic_ladder(1, noise=0.03, n_sizes=5, multiples=(5, 10, 20, 40))
+    table["acc"] = (0.6 / (1 + np.exp(8 * (table["loss"] - 3.5))) + 0.3
+                    + np.random.default_rng(1).normal(0, 0.002, len(table)))
+    result = predict(table, None, [(1e8, 2e9)], metric="acc", n_boot=100, n_polish=32,
+                     seed=1, quiet=True)
+    row = result.predictions.iloc[0]
+    assert row["metric_status"].startswith("ok")
+    params = result.fit[result.fit["law"] == "metric"].set_index("parameter").loc[
+        ["a", "k", "L0", "b"], "value"].to_numpy()
+    low, high = sigmoid(params, row["loss_high"]), sigmoid(params, row["loss_low"])
+    surface_only = sigmoid(params, row["loss_fit_low"]) - sigmoid(params, row["loss_fit_high"])
+    assert high - low > 2.5 * surface_only  # the design: a run's noise dominates
+    assert row["metric_low"] == pytest.approx(low, abs=0.05 * (high - low))
+    assert row["metric_high"] == pytest.approx(high, abs=0.05 * (high - low))
 
 
 # --------------------------------------------------------------------------- checkpoints, axes

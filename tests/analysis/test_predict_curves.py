@@ -98,6 +98,58 @@ def test_the_checkpoints_fit_recovers_the_surface_after_the_cut(study, capsys):
     assert f"left out {len(result.excluded)} set(s) of rows" in capsys.readouterr().err
 
 
+def accuracy(loss):
+    """A task run's test accuracy, falling with its loss."""
+    return 0.2 + 0.6 / (1 + np.exp(8 * (np.asarray(loss, dtype=float) - 2.3)))
+
+
+@pytest.fixture(scope="module")
+def scratch_study(tmp_path_factory):
+    """The frontier cache's s4 listops runs as runs from scratch (prior random),
+    each with its upstream counterpart's budget, steps and tokens, its curve
+    following `law` and its test accuracy `accuracy` of its final loss."""
+    root = tmp_path_factory.mktemp("scratch")
+    rows = [r for r in pq.read_table(CACHE / "frontier.parquet").to_pylist() if r["arch"] == "s4"]
+    upstream = {(r["size"], r["seed"], r["budget"]): r for r in rows if r["stage"] == "upstream"}
+    records = []
+    for row in rows:
+        if row["stage"] == "upstream":
+            continue
+        own = upstream[(row["size"], row["seed"], row["budget"])]
+        row.update(prior="random", stage="scratch", pretrain_flops=0.0, pretrain_seed=None,
+                   pretrain_causal=None, steps=own["steps"], tokens_seen=own["tokens_seen"],
+                   train_flops=own["train_flops"])
+        row["val_loss"] = float(law(row["n_params_nonembed"], row["tokens_seen"]))
+        row["test_acc"] = float(accuracy(row["val_loss"]))
+        run_dir = root / Cell("listops", "s4", row["size"], "random", row["seed"],
+                              row["budget"]).directory
+        run_dir.mkdir(parents=True)
+        write_record(row, run_dir / "record.parquet")
+        write_curve(run_dir, int(row["steps"]), row["tokens_seen"], row["n_params_nonembed"])
+        records.append(row)
+    return root, pd.DataFrame(records)
+
+
+def test_only_a_run_s_final_checkpoint_carries_its_test_accuracy(scratch_study):
+    """A run's test accuracy is measured once, at its end: its earlier checkpoints
+    have none, so a metric is mapped on one point per run, never on the losses
+    of checkpoints it was not measured at."""
+    root, records = scratch_study
+    table, notes = checkpoint_ladder(root)
+    assert not notes and len(table) == VALIDATIONS * len(records)
+    final = table.groupby("run")["step"].transform("max") == table["step"]
+    assert table.loc[~final, "test_acc"].isna().all()
+    last = table[final].sort_values(["params", "tokens"])
+    expected = records.sort_values(["n_params_nonembed", "tokens_seen"])
+    np.testing.assert_allclose(last["test_acc"], expected["test_acc"])
+    result = predict(root, None, ["1e6:2e7"], checkpoints=True, metric="test_acc",
+                     min_fraction=0.0, n_boot=0, n_polish=32, quiet=True)
+    mapping = result.fit[result.fit["law"] == "metric"]
+    assert (mapping["n_points"] == len(records)).all()
+    assert result.runs["test_acc"].notna().sum() == len(records)
+    assert len(result.runs) == len(table)
+
+
 def test_a_directory_without_records_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no run record"):
         checkpoint_ladder(tmp_path)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scalestudy.options import defaults, spec_values
-from scalestudy.study import ConfigError, specs, validate
+from scalestudy.study import ConfigError, grid, specs, validate
 from scalestudy.study.config import (
     SECTIONS,
     StudyConfig,
@@ -116,6 +116,32 @@ def test_a_spec_leaves_out_a_field_where_its_rule_says():
         TrainConfig(budget=1e12, budget_unit="tokens", forks=(1e11,))))
     assert (budgeted["budget"], budgeted["budget_unit"], budgeted["forks"]) == (
         1e12, "tokens", (1e11,))
+
+
+def test_budget_unit_stated_without_budgets_changes_no_run():
+    """train.budget_unit says what grid.budgets count. A study without budgets that
+    states it is accepted, and none of its runs reads it: every spec (hence every
+    config_hash and record) is the one without it. With budgets, a budgeted
+    run's spec states it away from its default (flops) only."""
+    plain = copy.deepcopy(DECLARED_STUDY)
+    tokens = copy.deepcopy(DECLARED_STUDY)
+    tokens["train"]["budget_unit"] = "tokens"
+    validate(tokens)
+    assert tokens["train"]["budget_unit"] == "tokens" and not tokens["grid"]["budgets"]
+    for c in grid.cells(plain["grid"]):
+        args = (c.task, c.arch, c.size, c.prior, c.seed)
+        assert specs.run_spec(tokens, *args) == specs.run_spec(plain, *args), c
+    for p in grid.pretrain_cells(plain["grid"]):
+        args = (p.stage, p.task, p.arch, p.size, p.seed)
+        assert specs.pretrain_spec(tokens, *args) == specs.pretrain_spec(plain, *args), p
+    for config, stated in ((tokens, True), (plain, False)):
+        budgeted = copy.deepcopy(config)
+        budgeted["grid"]["budgets"] = [1e11, 3e11]
+        scratch = specs.run_spec(budgeted, "listops", "s4", "xs", "random", 0, 3e11)["train"]
+        pre = specs.pretrain_spec(budgeted, "upstream", None, "s4", "xs", None, 1e11)["train"]
+        for train in (scratch, pre):
+            assert ("budget_unit" in train) == stated
+            assert train.get("budget_unit", "flops") == config["train"]["budget_unit"]
 
 
 def test_the_reference_states_every_option_at_its_default():

@@ -59,6 +59,31 @@ def test_parsing_checks_the_config_and_sets_the_jobs_environment(clean_env, monk
         study_workflow.prepare(FakeWorkflow(), config)
 
 
+@pytest.mark.parametrize("where, refused", [("local", True), ("cluster", False),
+                                             ("remote", False)])
+def test_only_a_study_whose_jobs_run_here_is_refused_by_this_machine_s_memory(
+        clean_env, monkeypatch, where, refused):
+    """A CPU study parsed on a machine of 1 MiB: its jobs would train in this
+    machine's RAM only under the local executor; a cluster study's Snakemake
+    (parsing on a login node) and a cluster job's own (on its node, with the memory
+    SLURM gave it) check no size against this machine's memory."""
+    from scalestudy import study
+
+    monkeypatch.setattr(resources, "local_gpus", lambda: 0)
+    monkeypatch.setattr(study, "machine_memory", lambda: 2**20)
+    config = copy.deepcopy(DECLARED_STUDY)
+    config["trainer"]["accelerator"] = "cpu"
+    workflow = FakeWorkflow(where)
+    if refused:
+        with pytest.raises(study.ConfigError, match=r"grid.sizes: .* more than this machine's"):
+            study_workflow.prepare(workflow, config)
+    else:
+        assert study_workflow.prepare(workflow, config) == 0
+    roomy = copy.deepcopy(config)
+    monkeypatch.setattr(study, "machine_memory", lambda: 1024 * study.GIB)
+    assert study_workflow.prepare(FakeWorkflow(where), roomy) == 0
+
+
 @pytest.mark.parametrize("where, clears", [("local", True), ("subprocess", True),
                                            ("remote", False)])
 def test_stale_locks_are_cleared_except_inside_a_cluster_job(monkeypatch, capsys, where, clears):
@@ -107,6 +132,18 @@ def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
     cpu["trainer"]["accelerator"] = "cpu"
     study_workflow.register_gpus(local := FakeWorkflow(), cpu)
     assert cluster.registered == {} and local.registered == {}
+
+
+@pytest.mark.parametrize("gpus", [2, 0])
+def test_an_auto_study_registers_the_gpus_of_a_machine_that_has_them(monkeypatch, gpus):
+    """accelerator: auto (the default) trains on the GPUs where there are some:
+    their jobs share them as the gpu resource, as a gpu study's do."""
+    monkeypatch.setattr(resources, "local_gpus", lambda: gpus)
+    auto = copy.deepcopy(DECLARED_STUDY)
+    assert auto["trainer"]["accelerator"] == "auto"
+    local = FakeWorkflow()
+    assert study_workflow.register_gpus(local, auto) == gpus
+    assert local.registered == ({"gpu": gpus} if gpus else {})
 
 
 def test_the_study_starts_with_its_lock_config_slots_and_warm_server(tmp_path, monkeypatch,

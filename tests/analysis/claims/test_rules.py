@@ -472,6 +472,25 @@ def test_dtfixup_trains_deep_where_the_standard_recipe_fails():
     assert scope.verdict == NO_DATA and scope.scope == "all"
 
 
+@pytest.mark.parametrize("failed, premise", [(2, True), (1, False)])
+def test_the_standard_recipe_fails_when_half_its_runs_or_more_fail(failed, premise):
+    """Four seeds a cell, `failed` of the standard recipe's runs at the deepest
+    depth diverged: exactly half is a failure of the recipe (the premise holds,
+    and dtfixup's accuracy against the standard runs that finished decides);
+    one in four is not (nothing with LayerNorm to compare with: undecided)."""
+    data = _deep(0.1, 0.0)
+    data = pd.concat([data, data.assign(seed=data["seed"] + 2)], ignore_index=True)
+    deepest = (data["prior"] == "random_noln") & (data["size"] == "s")
+    data.loc[deepest & (data["seed"] < failed), "status"] = "diverged"
+    (scope,) = scopes("dtfixup_trains_deep", data)
+    assert f"standard: {failed} of 4 runs diverged or failed" in scope.measurement
+    if premise:
+        assert scope.verdict == HOLDS and "premise not shown" not in scope.measurement
+        assert "accuracy dtfixup - standard = 0.1" in scope.measurement
+    else:
+        assert scope.verdict == UNDECIDED and "premise not shown" in scope.measurement
+
+
 # --------------------------------------------------------------------------- statistics
 
 

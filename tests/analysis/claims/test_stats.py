@@ -3,6 +3,7 @@ computed here independently:
 
 - stats.alpha_difference: the t interval of a difference of exponents, with
   the smaller degrees of freedom when paired and Welch-Satterthwaite's when not;
+  finetuned cells sharing one pretraining per size redraw sizes, on sizes - 2;
 - tay.scale_like_reference: equivalence needs both one-sided contrasts;
 - frontier.ranking_changes: Welch intervals at the Bonferroni level over every
   pair of architectures x budget;
@@ -22,7 +23,7 @@ from scipy import stats as sps
 from scalestudy.analysis.claims import CLAIMS, Study
 from scalestudy.analysis.claims.check import FAILS, HOLDS
 from scalestudy.analysis.claims.stats import Law, alpha_difference
-from scalestudy.analysis.stats import Residuals
+from scalestudy.analysis.stats import Residuals, lack_of_fit_p
 
 from tests.analysis.claims.test_frontier import CHINCHILLA, surface_records
 from tests.support.claim_studies import scaling, scopes, verdicts
@@ -86,6 +87,70 @@ def test_an_unpaired_difference_uses_welch_satterthwaite_degrees_of_freedom(nois
     assert d["df"] == pytest.approx(df, rel=1e-9)
     assert (d["estimate"], d["low"], d["high"]) == pytest.approx((est, est - half, est + half),
                                                                  rel=1e-9)
+
+
+# --------------------------------------------------------------------------- shared pretraining
+
+SIZES4 = {"n0": 1e4, "n1": 4e4, "n2": 1.6e5, "n3": 6.4e5}
+
+
+def finetuned(arch: str, alpha: float, shared: bool, seed: int) -> pd.DataFrame:
+    """Finetuned runs of `arch`, 4 sizes x 3 seeds, error 0.8 (N/1e4)^-alpha times
+    each run's noise; with `shared` every seed of a size finetunes one pretraining
+    (pretrain_seed 0), else each its own (the same errors either way)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size, n in SIZES4.items():
+        for s in range(3):
+            err = 0.8 * (n / 1e4) ** -alpha * np.exp(rng.normal(0, 0.02))
+            rows.append({"arch": arch, "size": size, "seed": s, "stage": "finetune",
+                         "status": "ok", "pretrain_seed": 0 if shared else s,
+                         "train_flops": 100 * n, "pretrain_flops": 1000 * n,
+                         "test_acc": 1 - err})
+    return pd.DataFrame(rows)
+
+
+def size_replicates(p: pd.DataFrame, u: np.ndarray) -> tuple[float, np.ndarray]:
+    """The slope of a line over runs of equal x within each size, and its residual
+    bootstrap's slopes with a size as the unit, by hand: each size's mean residual
+    over sqrt(1 - its leverage among the sizes), centred, redrawn per size (size j
+    takes residual floor(u_j x k), sizes in sorted order), every run of a size
+    moved by its size's draw."""
+    p = p.sort_values(["size", "seed"])
+    lx, ly = p["lx"].to_numpy(), p["ly"].to_numpy()
+    slope, intercept = np.polyfit(lx, ly, 1)
+    by = pd.DataFrame({"size": p["size"].to_numpy(), "lx": lx,
+                       "r": ly - intercept - slope * lx}).groupby("size").mean()
+    dx = by["lx"].to_numpy() - by["lx"].mean()
+    k = len(by)
+    scaled = by["r"].to_numpy() / np.sqrt(1 - (1 / k + dx * dx / np.sum(dx * dx)))
+    scaled -= scaled.mean()
+    drawn = scaled[np.minimum((u * k).astype(int), k - 1)]  # (n_boot, sizes)
+    return slope, slope + drawn @ dx / np.sum(dx * dx)
+
+
+def test_cells_sharing_a_pretraining_per_size_resample_sizes_with_sizes_minus_2_df():
+    """Two architectures' finetuned runs, every seed of a size on one pretraining:
+    however straight their line (no lack of fit shown), the difference of their
+    exponents redraws sizes (paired: the same sizes) on 4 - 2 = 2 degrees of
+    freedom, its interval the t interval of the replicates recomputed here. The
+    same runs each on its own pretraining redraw runs, on 12 - 2 = 10."""
+    law = Law("error")
+    shared = law.cells(pd.concat([finetuned("a", 0.3, True, 1), finetuned("b", 0.2, True, 2)]))
+    assert min(lack_of_fit_p(p["lx"], p["ly"], p["size"]) for p in shared.values()) > 0.05
+    d = alpha_difference(shared["a"], shared["b"], law, ("a", "b"), n_boot=2000, seed=3)
+    assert d["status"] == "ok" and d["paired"] and d["df"] == 2
+    u = np.random.default_rng(3).random((2000, 4))
+    (sa, ra), (sb, rb) = size_replicates(shared["a"], u), size_replicates(shared["b"], u)
+    est, reps = -(sa - sb), -(ra - rb)
+    half = sps.t.ppf(0.975, 2) * reps.std(ddof=1)
+    assert (d["estimate"], d["low"], d["high"]) == pytest.approx(
+        (est, est - half, est + half), rel=1e-9)
+    own = law.cells(pd.concat([finetuned("a", 0.3, False, 1), finetuned("b", 0.2, False, 2)]))
+    free = alpha_difference(own["a"], own["b"], law, ("a", "b"), n_boot=2000, seed=3)
+    assert free["status"] == "ok" and free["paired"] and free["df"] == 10
+    assert free["estimate"] == pytest.approx(est, rel=1e-12)
+    assert free["high"] - free["low"] < 0.7 * (d["high"] - d["low"])
 
 
 # --------------------------------------------------------------------------- equivalence

@@ -419,6 +419,36 @@ def test_approach2_interval_coverage():
 # --------------------------------------------------------------------------- refusals
 
 
+def test_approach3_refits_only_resamples_that_keep_three_token_counts(monkeypatch):
+    """Five sizes at 2e8 and 4e8 tokens and one run at 8e8: a resample of the 11
+    runs misses that run with probability (10/11)^11 = 0.35, and then holds two
+    token counts, which cannot tell D's effect: such a replicate is left out
+    (n_boot_used counts the rest), never refitted."""
+    from scalestudy.analysis.frontier import approaches
+
+    rows = [(n, d) for n in (1e7, 2e7, 4e7, 8e7, 1.6e8) for d in (2e8, 4e8)] + [(4e7, 8e8)]
+    table = pd.DataFrame(rows, columns=["params", "tokens"])
+    table["compute"] = 6 * table["params"] * table["tokens"]
+    table["loss"] = surface(table["params"], table["tokens"]) * np.exp(
+        np.random.default_rng(0).normal(0, 0.01, len(table)))
+    refitted = []
+
+    class Recording(approaches.HuberPowerLaw):
+        def __init__(self, logx, logy, delta, weights=None):
+            super().__init__(logx, logy, delta, weights)
+            if weights is not None:
+                refitted.append(np.asarray(weights, dtype=float).copy())
+
+    monkeypatch.setattr(approaches, "HuberPowerLaw", Recording)
+    res = frontier(table, n_boot=100, n_polish=16, methods=["approach3"], quiet=True)
+    fit = res.fits.iloc[0]
+    assert fit["status"] == "ok"
+    tokens = table["tokens"].to_numpy()
+    assert refitted and all(np.unique(tokens[w > 0]).size == 3 for w in refitted)
+    assert len(refitted) / 100 == pytest.approx(1 - (10 / 11) ** 11, abs=0.15)
+    assert 0 < fit["n_boot_used"] <= len(refitted) < 100
+
+
 def test_degenerate_tables_are_refused_saying_why():
     table = isoflop_table()
     one_budget = frontier(table[table["compute"] == BUDGETS[0]], n_boot=10, n_polish=16,
