@@ -16,9 +16,13 @@ Torch-free: the DAG imports it on every invocation.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -44,7 +48,7 @@ def prepare(workflow, config: dict):
     # completes `config` with the options the study does not state; then, for
     # jobs on this machine's RAM, each size's estimated training memory.
     validate(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
-    if workflow.local_exec and trains_in_host_memory(config):
+    if jobs_run_here(workflow) and trains_in_host_memory(config):
         check_memory(config, machine_memory())
     # A task read from LRA's release (source: lra) needs its files before any job.
     check_releases(config)
@@ -84,16 +88,40 @@ def heal_records(workflow, records, collected) -> None:
         print(f"{collected}: collected from a record set aside, so removed and collected again")
 
 
+@functools.cache
+def command_line():
+    """This Snakemake's options as its own command line parses them (profiles
+    applied), or None where it was not started from that command line (the
+    tests, the API). While the Snakefile is parsed Snakemake has not chosen its
+    executor yet: `workflow.local_exec` reads True then even under
+    --executor slurm, and no dry run is known; the command line says both."""
+    from snakemake.cli import parse_args
+
+    started = Path(sys.argv[0])  # the snakemake script, or snakemake/__main__.py (-m)
+    if "snakemake" not in (started.name, started.parent.name):
+        return None
+    try:  # the parser prints which profile it uses: once is enough
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return parse_args(sys.argv[1:])[1]
+    except (SystemExit, Exception):
+        return None
+
+
 def dry_run() -> bool:
-    """Whether this Snakemake was asked for a dry run: read from its command
-    line by its own parser, since while the Snakefile is parsed its executor
-    (the dry-run one among them) is not chosen yet."""
-    import sys
+    """Whether this Snakemake was asked for a dry run (-n)."""
+    args = command_line()
+    return bool(args is not None and args.dryrun)
 
-    from snakemake.cli import get_argument_parser
 
-    args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    return bool(args.dryrun)
+def jobs_run_here(workflow) -> bool:
+    """Whether this Snakemake runs the jobs on this machine (its local executor),
+    as opposed to submitting them (a cluster) or being a cluster job itself."""
+    if workflow.remote_exec:
+        return False
+    args = command_line()
+    if args is None:
+        return workflow.local_exec
+    return args.executor in (None, "local")
 
 
 def clear_stale_locks(workflow) -> None:
@@ -140,7 +168,7 @@ def register_gpus(workflow, config: dict):
     one registered later (at onstart) changes the count it shows, not the
     limit. Returns the local GPUs."""
     gpus = resources.local_gpus()
-    if (workflow.local_exec and gpus and resources.trains_on_gpus(config, gpus)
+    if (jobs_run_here(workflow) and gpus and resources.trains_on_gpus(config, gpus)
             and "gpu" not in workflow.global_resources):
         workflow.register_resource("gpu", gpus)
     return gpus

@@ -122,6 +122,57 @@ def test_a_size_too_big_for_the_machine_stops_the_workflow_before_any_job(workdi
     assert not (workdir / "results").exists()
 
 
+def test_a_cluster_study_is_not_refused_by_the_memory_of_the_machine_that_submits_it(workdir):
+    """The same study, dry-run for SLURM (--executor, or the profile): its jobs
+    train on the nodes, so this machine's memory refuses none of its sizes
+    (Snakemake has not chosen its executor while it parses the Snakefile)."""
+    (workdir / "huge.yaml").write_text("grid: {sizes: [xs, l]}\n"
+                                       "train: {batch_size: 10000, protocol: depth}\n"
+                                       "trainer: {accelerator: cpu}\n")
+    for how in (["--executor", "slurm", "--jobs", "2"], ["--profile", "profiles/slurm"]):
+        done = snakemake(workdir, "-n", *how, "--configfile", "huge.yaml")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "more than this machine's" not in done.stdout + done.stderr
+
+
+ONE_CELL = """study: heal
+grid: {tasks: [listops], archs: [transformer], sizes: [xxs], priors: [random], seeds: [0],
+       per_task: {}, budgets: []}
+tasks: {listops: {n_train: 256, n_val: 64, n_test: 64, max_depth: 4, min_length: 5,
+                  max_length: 32}}
+train: {max_steps: 12, batch_size: 16, warmup_steps: 2, val_every: 6}
+fit: {n_boot: 100}
+"""
+
+
+def test_a_truncated_record_is_set_aside_and_its_run_written_again(workdir):
+    """A record cut short after its study ran: a dry run names it and changes
+    nothing; the run sets it aside (kept), trains the cell's record again
+    (resuming from its last checkpoint) and collects and analyses anew, the
+    same runs as before."""
+    (workdir / "heal.yaml").write_text(ONE_CELL)
+    args = ("--configfile", "heal.yaml")
+    assert snakemake(workdir, *args).returncode == 0
+    out = workdir / "results" / "heal"
+    before = pd.read_parquet(out / "runs.parquet").drop(columns=TIMING)
+    record = out / "runs/listops/transformer/xxs/random/s0/record.parquet"
+    record.write_bytes(record.read_bytes()[:200])
+
+    dry = snakemake(workdir, "-n", *args)
+    assert f"{record.relative_to(workdir)}: not a readable Parquet file" in dry.stdout
+    assert "snakemake without -n sets it aside" in dry.stdout
+    assert record.exists() and (out / "runs.parquet").exists()
+
+    done = snakemake(workdir, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "set aside as" in done.stdout
+    assert record.with_name("record.parquet.corrupt").read_bytes() != record.read_bytes()
+    after = pd.read_parquet(out / "runs.parquet").drop(columns=TIMING)
+    pd.testing.assert_frame_equal(after, before)
+    assert (out / "claims.md").stat().st_mtime_ns > record.stat().st_mtime_ns
+    assert "Nothing to be done" in snakemake(workdir, "-n", *args).stdout
+
+
 # --------------------------------------------------------------------------- kills
 
 STUDY = """study: kills
