@@ -621,3 +621,18 @@ def test_heldout_table_and_figure_of_a_study_with_four_sizes(drawn, tmp_path):
     # The alpha_D panels of the task share their scale.
     d_axes = [ax for ax in fig.axes if " αD, " in ax.get_label()]
     assert len(d_axes) == 2 and d_axes[0].get_xlim() == d_axes[1].get_xlim()
+
+
+def test_a_figure_with_nothing_finished_to_plot_is_not_drawn(tmp_path):
+    """Every task run failed: the figure would hold only their markers along its
+    top edge, so it is not drawn (a notice says why), never an empty figure
+    counted as drawn."""
+    from scalestudy.analysis.figures.draw import draw_figure
+
+    runs = make_runs()
+    on_task = runs["stage"].isin(["scratch", "finetune"])
+    runs.loc[on_task, "status"] = "failed"
+    fits = fit_study(runs, n_boot=10)
+    for name in ("error_vs_compute", "accuracy_vs_size_listops", "loss_vs_depth"):
+        entry = draw_figure(name, runs, fits, tmp_path, ["listops"], declared=True)
+        assert not entry.drawn and entry.notice, name

@@ -5,6 +5,7 @@ run's spec states a field is the field's own rule."""
 
 import copy
 import dataclasses
+import re
 
 import pytest
 import yaml
@@ -148,3 +149,31 @@ def test_the_reference_states_every_option_at_its_default():
     stated = yaml.safe_load(reference())
     assert stated == {**{name: defaults(kind) for name, kind in SECTIONS.items()},
                       "tasks": {name: defaults(task.config) for name, task in TASKS.items()}}
+
+
+@pytest.mark.parametrize("section, stated, says", [
+    ("train", {"warmup_steps": 500}, "train.warmup_steps: 500 is not below train.max_steps 12: "
+                                     "the learning rate would never reach its peak; accepted: "
+                                     "0 to 11"),
+    ("train", {"val_every": 100}, "train.val_every: 100 exceeds train.max_steps 12: the run "
+                                  "would validate only at its end; accepted: 1 to 12"),
+    ("pretrain", {"warmup_steps": 12}, "pretrain.warmup_steps: 12 is not below "
+                                       "pretrain.max_steps 12"),
+])
+def test_a_schedule_the_run_would_silently_break_is_refused(section, stated, says):
+    config = copy.deepcopy(DECLARED_STUDY)
+    config["grid"]["priors"] = ["random", "spt"]
+    config[section] = {"max_steps": 12, "val_every": 6, "warmup_steps": 2, **stated}
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate(config)
+
+
+def test_a_broken_or_missing_preset_is_named(tmp_path):
+    from scalestudy.study.config import load_study
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("study: x\ngrid: [\n")
+    with pytest.raises(ValueError, match=re.escape(f"{broken}: not valid YAML (line 3")):
+        load_study(broken)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'gone.yaml'}: no such file")):
+        load_study(tmp_path / "gone.yaml")

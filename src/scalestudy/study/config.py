@@ -328,10 +328,27 @@ def merge(base: dict, over: dict) -> dict:
 def load_study(*presets: Path | str) -> dict:
     """The config a workflow over config/config.yaml and `presets` (files, in
     the order of --configfile) sees, its sections completed (fill_defaults)."""
-    config = yaml.safe_load(DEFAULT_STUDY.read_text())
+    config = read_yaml(DEFAULT_STUDY)
     for preset in presets:
-        merge(config, yaml.safe_load(Path(preset).read_text()) or {})
+        merge(config, read_yaml(preset) or {})
     return fill_defaults(config)
+
+
+def read_yaml(path: Path | str):
+    """A YAML file's content; ValueError naming the file where it is missing or
+    not YAML (with the line the parser stopped at)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror.lower() if err.strerror else err}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ValueError(f"{path}: not valid YAML{where}: "
+                         f"{getattr(err, 'problem', None) or err}") from None
 
 
 def parse(kind: type, name: str, given: dict):

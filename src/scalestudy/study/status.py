@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ..priors import PRIORS
 from ..records import read_records, unreadable
 from . import costs, grid
-from .config import PRESETS, StudyConfig, load_study
+from .config import PRESETS, StudyConfig, load_study, read_yaml
 
 CONFIG = "study.yaml"  # the study's config, saved by the workflow when it starts
 # The job logs, as the rules name them (workflow/rules/train.smk, pretrain.smk).
@@ -80,7 +79,7 @@ def load_config(study_dir: Path) -> dict:
     study_dir = Path(study_dir)
     saved = study_dir / CONFIG
     if saved.is_file():
-        return yaml.safe_load(saved.read_text())
+        return read_yaml(saved)
     default = load_study()
     if study_dir.name == default["study"]:
         return default
