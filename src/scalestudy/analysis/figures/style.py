@@ -9,8 +9,11 @@ import functools
 
 import matplotlib
 
-# Files only, never a display: the figure modules take pyplot from here.
-matplotlib.use("Agg")
+# Files only, never a display: the figure modules take pyplot from here, on
+# Agg unless a backend was chosen before (Jupyter's inline one, MPLBACKEND),
+# which is kept so that a notebook's own figures still show (and show once).
+if matplotlib.rcParams._get_backend_or_none() is None:
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ...architectures import ARCHITECTURES  # noqa: E402
