@@ -7,8 +7,10 @@ go stale."""
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -264,13 +266,96 @@ def test_an_unknown_panel_names_the_accepted(study):
         study.plot.loss_vs_nothing  # noqa: B018
 
 
-def test_the_analysis_notebook_runs():
+def test_the_analysis_notebook_runs_and_shows_each_figure_once():
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     notebook = nbformat.read(ROOT / "analysis" / "study.ipynb", as_version=4)
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT / "analysis")}}).execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    outputs = [o for cell in code for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    # Each cell that makes a figure shows it once (the kernel's inline backend
+    # kept, no `fig` at the cell's end to show it again).
+    images = [sum("image/png" in o.get("data", {}) for o in cell.outputs) for cell in code]
+    assert sum(images) == sum("plt.subplots" in cell.source for cell in code) == 3
+    assert max(images) == 1
+
+
+def test_the_figures_keep_a_backend_chosen_before_and_else_draw_on_agg():
+    """A notebook's backend (Jupyter's inline one, MPLBACKEND) survives the
+    figure modules' import, so its own figures still show; where none was
+    chosen (the commands, the workflow's jobs) they draw on Agg, to files."""
+    code = ("import scalestudy.analysis.figures.accuracy_vs_size, matplotlib; "
+            "print(matplotlib.get_backend().lower())")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    for chosen, want in (({"MPLBACKEND": "svg"}, "svg"), ({}, "agg")):
+        done = subprocess.run([sys.executable, "-c", code], env={**env, **chosen},
+                              capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == want, done.stderr
+
+
+def docs_example() -> str:
+    """The code of docs/notebook.md's example, as written."""
+    text = (ROOT / "docs" / "notebook.md").read_text()
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_example_runs_as_written(study, tmp_path, monkeypatch):
+    """docs/notebook.md's example, run from a clone's root as written (the cached
+    study it opens is the module's, fitted already): the accuracy panel's priors
+    each in its own colour and marker, both legends, the figure's files."""
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    monkeypatch.chdir(tmp_path)
+    opened = scalestudy.open_study
+    monkeypatch.setattr(scalestudy, "open_study", lambda path, **kw: (
+        study if Path(path).resolve() == CACHE.resolve() else opened(path, **kw)))
+    namespace: dict = {}
+    exec(compile(docs_example(), "docs/notebook.md", "exec"), namespace)
+    fig, a = namespace["fig"], namespace["a"]
+    priors = [ln for ln in a.lines if (ln.get_gid() or "").startswith("points:transformer:")]
+    assert len(priors) == study.runs.query("arch == 'transformer'")["prior"].nunique() == 7
+    assert len({ln.get_color() for ln in priors}) == len({ln.get_marker() for ln in priors}) == 7
+    prior_legend, arch_legend = fig.legends
+    assert [t.get_text() for t in prior_legend.get_texts()] == [
+        ln.get_gid().split(":")[2] for ln in priors]
+    assert "s4" in [t.get_text() for t in arch_legend.get_texts()]
+    assert (tmp_path / "figures" / "error_vs_compute.png").stat().st_size > 1000
+    plt.close(fig)
+
+
+def test_figures_lists_what_the_runs_draw_and_draw_says_why_not(study, frontier_study,
+                                                                 tmp_path):
+    names = study.figures()
+    assert "accuracy_vs_size_listops" in names and "spt_vs_matched" in names
+    # No budgets: no frontier figure; depth grows with width: no depth curve.
+    assert not {"frontier_isoflop", "frontier_optimal", "frontier_loss",
+                "loss_vs_depth"} & set(names)
+    # Budgeted runs: the frontier's figures only (the others would pool budgets).
+    assert frontier_study.figures() == ["frontier_isoflop", "frontier_optimal",
+                                        "frontier_loss"]
+    with pytest.raises(NotDrawn, match="frontier_isoflop: not drawn from these runs: it "
+                       r"needs budgets \(grid.budgets\).*study.figures\(\) lists"):
+        study.draw("frontier_isoflop", tmp_path)
+    with pytest.raises(NotDrawn, match="error_vs_compute: .*budgeted runs"):
+        frontier_study.draw("error_vs_compute", tmp_path)
+    with pytest.raises(ValueError, match="figure: unknown 'nothing', accepted: upstream_loss"):
+        study.draw("nothing", tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_heldout_panel_s_axes_start_at_0(study):
+    """Predicted and observed errors are never negative: an interval reaching
+    below 0 (a relative error below -100%) runs to the axis at 0."""
+    from scalestudy.analysis.fits import select
+
+    fits = study.fits.copy()
+    rows = select(fits, "alpha_D", task="listops", prior="spt").index
+    assert (fits.loc[rows, "heldout_status"] == "ok").any()
+    fits.loc[rows, "heldout_rel_error_low"] = -2.5
+    fig, ax = plt.subplots()
+    FIGURES["heldout_prediction"].panel(ax, study.runs, fits, metric="alpha_D",
+                                         task="listops", prior="spt")
+    assert ax.get_ylim()[0] == ax.get_xlim()[0] == 0
+    plt.close(fig)

@@ -126,24 +126,50 @@ class Study:
         return {k: v for k, v in self._fit_options.items() if k in ("n_boot", "ci", "seed")}
 
     def figures(self) -> list[str]:
-        """The file stems of every figure these runs can draw."""
+        """The file stems of the figures these runs can draw: those their grid
+        feeds (the workflow's for that grid), and of a study with budgets only
+        the frontier's (the others would pool its budgets)."""
         from .analysis.figures import figure_names
         from .analysis.figures.layout import tasks_of
 
-        return list(figure_names(tasks_of(self.runs)))
+        return [name for name in figure_names(tasks_of(self.runs)) if not self._unfed(name)]
 
-    def draw(self, name: str, out_dir: Path | str) -> list[Path]:
-        """Figure `name`'s files (PNG, PDF, CSV), as the workflow writes them."""
-        from .analysis.figures import figure_names
-        from .analysis.figures.draw import draw_figure
+    def _unfed(self, name: str) -> str:
+        """Why these runs cannot feed figure `name` ("" when they can)."""
+        from .analysis.figures import BUDGETED_FIGURES, Grid, figure_names
         from .analysis.figures.layout import tasks_of
 
         figure, _ = figure_names(tasks_of(self.runs))[name]
+        grid = Grid.of_runs(self.runs, tasks_of(self.runs))
+        if not figure.fed_by(grid):
+            return f"it needs {figure.needs}"
+        if grid.budgeted and not figure.from_frontier:
+            return BUDGETED_FIGURES
+        return ""
+
+    def draw(self, name: str, out_dir: Path | str) -> list[Path]:
+        """Figure `name`'s files (PNG, PDF, CSV), as the workflow writes them;
+        NotDrawn saying why when these runs cannot draw it (`figures()` lists
+        those they can)."""
+        from .analysis.figures import figure_names
+        from .analysis.figures.draw import draw_figure
+        from .analysis.figures.layout import tasks_of
+        from .analysis.figures.output import NotDrawn
+
+        tasks = tasks_of(self.runs)
+        names = figure_names(tasks)
+        if name not in names:
+            raise ValueError(f"figure: unknown {name!r}, accepted: {', '.join(names)}")
+        unfed = self._unfed(name)
+        if unfed:
+            raise NotDrawn(f"{name}: not drawn from these runs: {unfed} "
+                           f"(study.figures() lists those they draw)")
+        figure, _ = names[name]
         entry = draw_figure(name, self.runs, None if figure.from_frontier else self.fits,
-                            Path(out_dir), tasks_of(self.runs), declared=False,
+                            Path(out_dir), tasks, declared=False,
                             frontier=self.frontier if figure.from_frontier else None)
         if not entry.drawn:
-            raise ValueError(f"{name}: not drawn: {entry.reason}")
+            raise NotDrawn(f"{name}: not drawn: {entry.reason}")
         return entry.files
 
 

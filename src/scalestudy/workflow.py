@@ -3,7 +3,8 @@ workflow/rules/common.smk with Snakemake's `workflow` object and `config`:
 
 - `prepare`, while the Snakefile is parsed (every invocation, dry runs too):
   stale locks removed, the SIGUSR1 disposition of cluster jobs, the jobs'
-  environment, the config check, the local GPUs as a resource;
+  environment, the config of the study a report names (`reported_study`),
+  the config check, the local GPUs as a resource;
 - `start_study` (onstart) and `end_study` (onsuccess, onerror): the study's
   lock, its saved config, the trackers' shared stores, GPU slots and the warm
   server;
@@ -33,9 +34,10 @@ from .study import grid, resources, specs
 #   job; subprocess_exec: a job's own Snakemake on this machine.
 
 
-def prepare(workflow, config: dict):
-    """Everything the workflow does while it is parsed; returns the local GPUs
-    (resources.local_gpus) that a GPU study's jobs share."""
+def prepare(workflow, config: dict, argv: list[str] | None = None):
+    """Everything the workflow does while it is parsed (`argv`: Snakemake's
+    command line); returns the local GPUs (resources.local_gpus) that a GPU
+    study's jobs share."""
     from .study import check_memory, machine_memory, trains_in_host_memory, validate
     from .tasks import check_releases
     from .training import trackers
@@ -43,6 +45,7 @@ def prepare(workflow, config: dict):
     clear_stale_locks(workflow)
     ignore_usr1(workflow)
     os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
+    reported_study(workflow, config, sys.argv[1:] if argv is None else argv)
     # One clear error naming the field and what it accepts, before any job
     # runs: the schema and what it cannot express (scalestudy.study), which
     # completes `config` with the options the study does not state; then, for
@@ -122,6 +125,66 @@ def jobs_run_here(workflow) -> bool:
     if args is None:
         return workflow.local_exec
     return args.executor in (None, "local")
+
+
+def report_target(argv: list[str]) -> str | None:
+    """The path of `snakemake --report PATH` in Snakemake's arguments (its own
+    default, report.html, for a bare --report), or None without --report."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--report="):
+            return arg.split("=", 1)[1]
+        if arg == "--report":
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            return following if following and not following.startswith("-") else "report.html"
+    return None
+
+
+def reported_study(workflow, config: dict, argv: list[str]) -> None:
+    """`snakemake --report results/<study>/report.html` reports the study its
+    path names, whatever the config: without --configfile or --config, the
+    config that study ran with (results/<study>/study.yaml, saved as its run
+    started) replaces config/config.yaml's, so that the command works as
+    written for any study run here; a config given that is another study's is
+    refused, naming both, rather than reporting the wrong study's files as
+    missing. A report elsewhere is the config's study's, as Snakemake makes it."""
+    target = report_target(argv)
+    if target is None:
+        return
+    from .study.status import CONFIG
+
+    parts = Path(os.path.relpath(target)).parts
+    if len(parts) < 3 or parts[0] != "results" or parts[1] == config.get("study"):
+        return
+    study, saved = parts[1], Path("results", parts[1], CONFIG)
+    settings = getattr(workflow, "config_settings", None)
+    if settings is not None and (settings.configfiles or settings.config):
+        raise ValueError(
+            f"--report {target}: the report of the study {study}, but the config given is "
+            f"the study {config.get('study')}'s: leave out --configfile and --config (the "
+            f"report then reads {saved}, the config {study} ran with)")
+    if not saved.is_file():
+        presets = [str(path.relative_to(workflow.basedir))
+                   for path in sorted(Path(workflow.basedir, "config", "studies").glob("*.yaml"))
+                   if _study_of(path) == study]
+        run = (f": snakemake --configfile {presets[0]}" if presets else "")
+        raise ValueError(f"--report {target}: the study {study} has not run here ({saved}, "
+                         f"which a run saves as it starts, is missing); run it first{run}")
+    import yaml
+
+    ran = yaml.safe_load(saved.read_text())
+    config.clear()
+    config.update(ran)
+    print(f"the report of the study {study}, with the config it ran with: {saved}",
+          file=sys.stderr)
+
+
+def _study_of(preset: Path) -> str | None:
+    import yaml
+
+    try:
+        return (yaml.safe_load(preset.read_text()) or {}).get("study")
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def clear_stale_locks(workflow) -> None:

@@ -207,6 +207,30 @@ def test_styles_are_one_per_architecture_and_prior():
     assert len({str(style.prior_linestyle(p)) for p in PRIORS}) == len(PRIORS)
 
 
+# Markers that read as one shape at a panel's size: a prior's must not share
+# its family with another's (nor be one of the unfinished runs' `x` and `+`).
+LOOK_ALIKE = [{"o", "h", "H", "8", "p", "."}, {"D", "d"}, {"1", "2", "3", "4"},
+              {"+", "P"}, {"x", "X"}, {"|"}, {"_"}]
+
+
+def test_every_prior_has_its_own_colour_and_marker_from_the_registry():
+    """Where a panel's lines are priors (accuracy_vs_size): every pair of
+    registered priors differs in colour and in marker shape, and no two markers
+    look alike; the lists cover the registry with room for one more prior."""
+    marks = {p: style.prior_mark(p) for p in PRIORS}
+    assert len(style.PRIOR_COLOURS) > len(PRIORS) and len(style.PRIOR_MARKERS) > len(PRIORS)
+    for a, b in [(a, b) for a in PRIORS for b in PRIORS if a < b]:
+        assert marks[a]["color"].lower() != marks[b]["color"].lower(), (a, b)
+        assert marks[a]["marker"] != marks[b]["marker"], (a, b)
+    family = {m: i for i, shapes in enumerate(LOOK_ALIKE) for m in shapes}
+    shapes = [family.get(m, m) for m in style.PRIOR_MARKERS]
+    assert len(set(shapes)) == len(shapes)
+    assert not {"x", "+"} & set(style.PRIOR_MARKERS)  # the unfinished runs' marks
+    # In registry order, so that a new prior takes the next of each list.
+    assert [marks[p]["marker"] for p in PRIORS] == list(style.PRIOR_MARKERS[:len(PRIORS)])
+    assert style.prior_mark("not a prior") == style.UNKNOWN_STYLE
+
+
 def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered):
     figures, _, _ = rendered
     seen = set()
@@ -218,6 +242,8 @@ def test_every_architecture_keeps_its_colour_and_marker_in_every_figure(rendered
                     continue
                 arch = next(a for a in ARCHITECTURES if a in gid.split(":")[1:])
                 want = style.arch_style(arch)
+                if name.startswith("accuracy_vs_size"):  # a panel per arch, a line per prior
+                    want = style.prior_mark(gid.split(":")[2])
                 assert line.get_color() == want["color"], (name, gid)
                 assert line.get_marker() == want["marker"], (name, gid)
                 seen.add(name)
@@ -390,6 +416,13 @@ def test_accuracy_vs_size_shares_its_axis_and_plots_mean_and_sd_over_seeds(rende
     offset = points.get_xdata() - np.arange(3)
     assert np.ptp(offset) == pytest.approx(0) and abs(offset[0]) < 0.15
     assert points.get_fillstyle() == style.prior_style("spt")["fillstyle"]
+    # Each prior in its own colour and marker, in the panel and in the legend.
+    for prior in ("random", "spt"):
+        line = _gid(ax, f"points:performer:{prior}")
+        assert (line.get_color(), line.get_marker()) == tuple(style.prior_mark(prior).values())
+    (legend,) = fig.legends
+    shown = {h.get_label(): (h.get_color(), h.get_marker()) for h in legend.legend_handles}
+    assert shown["spt"] == tuple(style.prior_mark("spt").values())
     assert [t.get_text() for t in ax.get_xticklabels()] == sizes
 
 

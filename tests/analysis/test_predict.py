@@ -452,6 +452,75 @@ def test_a_cached_study_is_read_as_its_finished_runs():
     assert on_task["metric"].notna().all()
 
 
+def drawn_figure(result, out_dir, monkeypatch):
+    """The prediction's figure as `draw` makes it, before it is saved (and closed)."""
+    from scalestudy.analysis.predict import figure
+
+    kept = []
+    monkeypatch.setattr(figure, "save", lambda fig, *args: kept.append(fig))
+    figure.draw(result, out_dir)
+    return kept[0]
+
+
+@pytest.mark.parametrize("groups, metric", [(1, None), (2, "acc")])
+def test_the_figure_s_title_and_legends_lie_inside_it(tmp_path, monkeypatch, groups, metric):
+    """Drawn, every title and legend lies within the figure (the legend below
+    the panels takes as many columns as fit: one on a one-panel figure); the
+    figure's title is one line and each panel's two at most."""
+    import matplotlib.pyplot as plt
+
+    table = pd.concat([synthetic_ladder(seed, n_sizes=4, multiples=(5, 10, 20)).assign(
+        arch=f"arch{seed}") for seed in range(groups)], ignore_index=True)
+    table["acc"] = accuracy(table["loss"])
+    result = predict(table, None, ["1e9:2e10", "3e9:6e10"], metric=metric, with_holdout=True,
+                     n_boot=8, n_polish=32, quiet=True)
+    fig = drawn_figure(result, tmp_path, monkeypatch)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = [ax.title for ax in fig.axes if ax.get_title()]
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    assert len(titles) == groups * (2 if metric else 1) and len(legends) == 1 + groups
+    for artist in [fig._suptitle, *titles, *legends]:
+        box = artist.get_window_extent(renderer)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, artist
+        assert fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, artist
+    assert "\n" not in fig._suptitle.get_text()
+    assert all(title.get_text().count("\n") <= 1 for title in titles)
+    # What the figure's title left out, the legend below says.
+    (below,) = fig.legends
+    labels = [t.get_text() for t in below.get_texts()]
+    assert "band: the fit's 95% bootstrap interval" in labels
+    assert "target; bar: one run's 95% prediction interval" in labels
+    # The holdout heads each loss panel's legend: the error and what "in" counts.
+    held_out = result.holdout.iloc[0]
+    head = fig.axes[0].get_legend().get_title().get_text()
+    assert head.startswith(f"held out N {held_out['held_out_n']:.3g}: ")
+    assert f"of {held_out['n_runs']} runs in their 95% prediction interval" in head
+    assert fig.axes[0].get_title().endswith(f"fit: {held_out['status']}")
+    plt.close(fig)
+
+
+def test_the_holdout_says_what_its_share_counts_and_whose_status_it_is():
+    """The console's holdout line: the refit's status named as the refit's, the
+    runs inside their prediction intervals counted, never a bare percentage
+    beside a status ("0% ... (ok)")."""
+    result = predict(synthetic_ladder(0, noise=0.0, n_sizes=5, multiples=(5, 10, 20, 40)),
+                     None, [TARGET], with_holdout=True, n_boot=8, n_polish=32, quiet=True)
+    h = result.holdout.iloc[0]
+    (line,) = [line for line in result.summary() if "holdout" in line]
+    inside = round(h["in_interval"] * h["n_runs"])
+    assert line.startswith(f"  holdout N {h['held_out_n']:.4g} (refit without it: ok): "
+                           "relative error ")
+    assert line.endswith(f"; {inside} of 8 held-out runs inside their 95% prediction "
+                         "intervals")
+    assert "% of its runs" not in line
+    # No bootstrap: no intervals to count.
+    bare = predict(synthetic_ladder(0, noise=0.0, n_sizes=5, multiples=(5, 10, 20, 40)),
+                   None, [TARGET], with_holdout=True, n_boot=0, n_polish=32, quiet=True)
+    (line,) = [line for line in bare.summary() if "holdout" in line]
+    assert "inside" not in line and "nan" not in line
+
+
 def test_the_prediction_imports_neither_torch_nor_matplotlib():
     """matplotlib only when the figure is drawn (tests/test_layout.py checks torch)."""
     code = ("import sys, scalestudy.analysis.predict.stage, scalestudy.cli; "

@@ -106,16 +106,26 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
 
-    # The report embeds every figure, table and claims.md, with its caption.
-    report = snakemake(workdir, "--configfile", "config/studies/smoke.yaml",
-                       "--report", "results/smoke/report.html")
+    # The report embeds every figure, table and claims.md, with its caption:
+    # made by the README's command as written, for this study, which is not
+    # config/config.yaml's (the config it reads is the one the study ran with).
+    (command,) = [line.split("#")[0].split() for line in (ROOT / "README.md").open()
+                  if line.startswith("snakemake --report ")]
+    assert command == ["snakemake", "--report", "results/<study>/report.html"]
+    report = snakemake(workdir, *[arg.replace("<study>", "smoke") for arg in command[1:]])
     assert report.returncode == 0, report.stderr[-3000:]
+    assert "the report of the study smoke" in report.stderr
     html = (out / "report.html").read_text()
     for name in [*smoke_figures, "alpha.csv", "lra_accuracy.csv", "claims.md"]:
         assert name in html, name
     for caption in ("Upstream loss against compute", "SPT against the compute-matched control",
                     "Claim checks", "Test accuracy per prior"):
         assert caption in html, caption
+    # Another study's config given for this report: one message, no report.
+    wrong = snakemake(workdir, "--configfile", "config/studies/workstation.yaml",
+                      "--report", "results/smoke/report.html")
+    assert wrong.returncode != 0
+    assert "leave out --configfile and --config" in wrong.stderr, wrong.stderr[-2000:]
 
 
 def test_dry_run_of_the_default_study_prints_the_job_count(workdir):

@@ -207,3 +207,55 @@ def test_a_job_s_inputs_are_its_cell_s_pretraining_and_trunk():
                    "budget": "1e+11"}
     assert study_workflow.pretrain_inputs(per_seed, out, pretraining) == {
         "trunk": f"{out}/pretrain/upstream/transformer/xxs/b1e+12/s1/record.parquet"}
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@pytest.mark.parametrize("argv, target", [
+    (["--report", "results/smoke/report.html"], "results/smoke/report.html"),
+    (["--cores", "2", "--report=results/x/r.html", "-n"], "results/x/r.html"),
+    (["--report", "--configfile", "c.yaml"], "report.html"),  # Snakemake's default
+    (["--report"], "report.html"),
+    (["--report-stylesheet", "s.css", "--cores", "2"], None),
+    (["--cores", "2"], None),
+])
+def test_the_report_s_path_is_read_from_snakemake_s_arguments(argv, target):
+    assert study_workflow.report_target(argv) == target
+
+
+def reporting(configfiles=(), config=None):
+    return FakeWorkflow(config_settings=SimpleNamespace(configfiles=list(configfiles),
+                                                        config=config or {}))
+
+
+def test_a_report_of_a_study_that_ran_reads_the_config_it_ran_with(tmp_path, monkeypatch,
+                                                                   capsys):
+    """`snakemake --report results/<study>/report.html` as the README writes it:
+    the study the path names, with the config its run saved, whatever the
+    default; a config given that is another study's, or a study that has not
+    run, stops with one message saying what to do; other reports are left alone."""
+    monkeypatch.chdir(tmp_path)
+    ran = {**copy.deepcopy(DECLARED_STUDY), "study": "smoke", "grid": {"sizes": ["xxs"]}}
+    (tmp_path / "results/smoke").mkdir(parents=True)
+    (tmp_path / "results/smoke" / study_status.CONFIG).write_text(yaml.safe_dump(ran))
+    argv = ["--report", "results/smoke/report.html"]
+    config = {"study": "default", "grid": {"sizes": ["s"]}}
+    study_workflow.reported_study(reporting(), config, argv)
+    assert config == ran
+    assert "the report of the study smoke, with the config it ran with: " \
+           "results/smoke/study.yaml" in capsys.readouterr().err
+    # The config's own study, or a report elsewhere: as Snakemake makes it.
+    for target in ("results/default/report.html", "report.html", "elsewhere/smoke/r.html"):
+        config = {"study": "default"}
+        study_workflow.reported_study(reporting(["c.yaml"]), config, ["--report", target])
+        assert config == {"study": "default"}
+    with pytest.raises(ValueError, match=r"the report of the study smoke, but the config "
+                       r"given is the study default's: leave out --configfile and --config"):
+        study_workflow.reported_study(reporting(["config/studies/x.yaml"]),
+                                      {"study": "default"}, argv)
+    with pytest.raises(ValueError, match=r"the study workstation has not run here \(results/"
+                       r"workstation/study.yaml.*run it first: snakemake --configfile "
+                       r"config/studies/workstation.yaml$"):
+        study_workflow.reported_study(reporting(), {"study": "default"},
+                                      ["--report", "results/workstation/report.html"])

@@ -46,7 +46,9 @@ started from (`pretrain_seed`: pretrain.seed, or its own seed with
 pretrain.seeds: per_seed).
 
 Each prior also has its line style and marker fill in every figure (the
-marker's shape and colour stay the architecture's). This module imports no
+marker's shape and colour stay the architecture's, but where a panel's lines
+are priors: its colour and marker there follow from its place in this
+registry, analysis/figures/style.py `prior_mark`). This module imports no
 torch (the workflow reads it when it builds the DAG); the hooks that need
 torch import it from their own modules beside it, inside the hook: fixup.py
 (T-Fixup, DT-Fixup) and transfer.py (a pretraining checkpoint's backbone).

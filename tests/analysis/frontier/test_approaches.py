@@ -517,11 +517,59 @@ def test_bad_budgets_are_left_out_with_their_reasons(capsys):
     assert fits["approach2"]["a"] == pytest.approx(A_TRUE, abs=5e-3)
     assert set(res.frontier.loc[res.frontier["method"] == "approach2", "compute"]) == set(
         BUDGETS)
-    err = capsys.readouterr().err
-    assert "approach2, arch=transformer, budget 2e+21 FLOPs (5 sizes): parabola opens " \
-           "downward" in err
-    assert "budget 1e+20 FLOPs (2 sizes): fewer than 3 sizes: 2" in err
-    assert "vertex at N = " in err
+    # The console counts them per method and reason (excluded.csv has each).
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("frontier: left out, by reason (each with its group and budget: "
+                      "result.excluded):")
+    assert err[1:] == [
+        "  1 row of the table: params, compute, tokens and loss must be positive finite "
+        "numbers",
+        "  1 budget of approach1: fewer than 3 sizes",
+        "  1 budget of approach1: lowest loss at the smallest size available: the optimum "
+        "may lie beyond the sizes tried",
+        "  1 budget of approach1: lowest loss at the largest size available: the optimum "
+        "may lie beyond the sizes tried",
+        "  1 budget of approach2: fewer than 3 sizes",
+        "  1 budget of approach2: lowest loss at the smallest size: the vertex is not bracketed",
+        "  1 budget of approach2: lowest loss at the largest size: the vertex is not bracketed",
+        "  1 budget of approach2: parabola opens downward",
+        "  1 budget of approach2: vertex at N = … lies outside the lowest-loss region",
+    ]
+
+
+def test_the_console_gives_the_prediction_and_counts_what_was_left_out(tmp_path, capsys):
+    """`--predict C`: per group and approach, N_opt and D_opt at C (and approach
+    3's loss there) with their intervals, as frontier_fits.csv has them; what
+    was left out, one line per method and reason with its count and groups,
+    pointing to excluded.csv, which lists each."""
+    table = pd.concat([isoflop_table(), _bad_budgets(), isoflop_table(arch="s4"),
+                       _bad_budgets().assign(arch="s4")], ignore_index=True)
+    csv, out = tmp_path / "runs.csv", tmp_path / "out"
+    table.to_csv(csv, index=False)
+    assert main([str(csv), "--out-dir", str(out), "--predict", "1e21", "--n-boot", "20",
+                 "--n-polish", "16", "--no-figures"]) == 0
+    printed = capsys.readouterr()
+    fits = pd.read_csv(out / "frontier_fits.csv")
+    assert printed.out.startswith("compute axis: counted FLOPs; intervals at 95%\n")
+    for row in fits.itertuples():
+        assert row.status == "ok" and row.predict_compute == 1e21
+        head = (f"{row.method} (arch={row.arch}): a = {row.a:.3f} [{row.a_low:.3f}, "
+                f"{row.a_high:.3f}], b = {row.b:.3f}")
+        at = (f"  at C = 1e+21: N_opt {row.n_opt_pred:.3g} [{row.n_opt_low:.3g}, "
+              f"{row.n_opt_high:.3g}], D_opt {row.d_opt_pred:.3g} [{row.d_opt_low:.3g}, "
+              f"{row.d_opt_high:.3g}]")
+        if row.method == "approach3":
+            at += (f", loss {row.loss_opt_pred:.4g} [{row.loss_opt_low:.4g}, "
+                   f"{row.loss_opt_high:.4g}]")
+        lines = printed.out.splitlines()
+        assert lines[lines.index(next(x for x in lines if x.startswith(head))) + 1] == at
+    err = printed.err.splitlines()
+    assert err[0] == f"frontier: left out, by reason (each with its group and budget: " \
+                     f"{out / 'excluded.csv'}):"
+    assert "  2 budgets of approach2 in 2 groups: parabola opens downward" in err
+    excluded = pd.read_csv(out / "excluded.csv")
+    assert len(excluded) == 16 and len(err) == 1 + 8  # 16 rows: 8 reasons in both groups
+    assert sum(int(line.split()[0]) for line in err[1:]) == len(excluded)
 
 
 def test_a_group_of_runs_spanning_too_much_compute_is_not_one_budget():

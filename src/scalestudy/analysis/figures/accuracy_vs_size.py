@@ -1,5 +1,7 @@
 """Figure `accuracy_vs_size`: `draw` composes a task's file of `panel`s, one per
-architecture (`panel` draws one into any Axes: the notebook API).
+architecture (`panel` draws one into any Axes: the notebook API). A panel's
+lines are priors, each in its own colour and marker (style.prior_mark) as well
+as its line style and fill: the panel's title names the architecture.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from ..fits import size_order, task_runs
 from .layout import label_outer, mark_unfinished, panel_figure, unfinished_handles
 from .marks import fig_legend, mean_acc, prior_handles, seed_errorbar, spread_note
 from .output import Drawn, NotDrawn, figure_title, save
-from .style import arch_rank, arch_style, prior_rank, prior_style, styled
+from .style import arch_rank, prior_mark, prior_rank, prior_style, styled
 
 
 @styled
@@ -29,7 +31,7 @@ def panel(ax, runs, fits, task: str, arch: str) -> set[str]:
 def _panel(ax, runs_t, acc_all, arch, sizes, present) -> set[str]:
     pos = {s: i for i, s in enumerate(sizes)}
     offset = {p: 0.04 * (j - (len(present) - 1) / 2) for j, p in enumerate(present)}
-    ax.set_title(arch, color=arch_style(arch)["color"])
+    ax.set_title(arch)
     ax.set_label(arch)
     acc = acc_all[acc_all["arch"] == arch]
     for prior in present:
@@ -40,11 +42,12 @@ def _panel(ax, runs_t, acc_all, arch, sizes, present) -> set[str]:
         x = a["size"].map(pos).to_numpy() + offset[prior]
         stats = a.rename(columns={"count": "n"})
         seed_errorbar(ax, x, stats, f"points:{arch}:{prior}", label=prior,
-                      **arch_style(arch), **prior_style(prior), linewidth=1.1)
+                      **prior_mark(prior), **prior_style(prior), linewidth=1.1)
     bad = runs_t[(runs_t["arch"] == arch) & (runs_t["status"] != "ok")]
-    unfinished = mark_unfinished(
-        ax, bad["size"].map(pos) + bad["prior"].map(offset).fillna(0.0), bad,
-        arch_style(arch)["color"])
+    unfinished: set[str] = set()
+    for prior, rows in bad.groupby("prior", sort=False, observed=True):
+        unfinished |= mark_unfinished(ax, rows["size"].map(pos) + offset.get(prior, 0.0),
+                                      rows, prior_mark(prior)["color"])
     ax.set_xticks(range(len(sizes)), sizes)
     ax.set_xlim(-0.5, len(sizes) - 0.5)
     ax.set_xlabel("size")
@@ -75,5 +78,6 @@ def draw(runs, fits, out_dir, task: str) -> Drawn:
     label_outer(fig, axes)
     note = spread_note(acc_all.rename(columns={"count": "n"}))
     figure_title(fig, f"{task_label(runs, task)}: test accuracy against size", note)
-    fig_legend(fig, prior_handles(present) + unfinished_handles(unfinished), title="prior")
+    fig_legend(fig, prior_handles(present, marked=True) + unfinished_handles(unfinished),
+               title="prior")
     return save(fig, out_dir, name, notes)

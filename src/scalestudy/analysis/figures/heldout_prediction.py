@@ -99,6 +99,9 @@ def _panel(ax, title, rows, lim) -> None:
     ax.set_title(f"{title}\nheld out {size}: median |error| "
                  f"{100 * ok['heldout_rel_error'].abs().median():.1f}%")
     lim = lim + np.array([-1, 1]) * max(0.05 * (lim[1] - lim[0]), 0.03 * abs(lim[1]))
+    # A loss or an error is never negative: an interval reaching below 0 (a
+    # replicate's relative error below -100%) runs to the axis, which starts at 0.
+    lim[0] = max(lim[0], 0.0)
     ax.fill_between(lim, 0.9 * lim, 1.1 * lim, color=NEUTRAL, alpha=0.12, linewidth=0)
     ax.plot(lim, lim, color=NEUTRAL, linewidth=0.8)
     for _, row in ok.sort_values("arch", key=lambda a: a.map(arch_rank)).iterrows():

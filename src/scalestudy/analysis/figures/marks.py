@@ -27,6 +27,7 @@ from .style import (
     NEUTRAL,
     arch_rank,
     arch_style,
+    prior_mark,
     prior_rank,
     prior_style,
 )
@@ -176,9 +177,12 @@ def arch_legends(fig, axes, extra: Iterable[Line2D] = ()) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncols=legend_cols(fig, handles))
 
 
-def prior_handles(priors: Iterable[str], marker: str = "o") -> list[Line2D]:
-    """Legend handles of the priors' styles, in neutral grey."""
-    return [Line2D([], [], color=NEUTRAL, marker=marker, label=p, **prior_style(p))
+def prior_handles(priors: Iterable[str], marker: str = "o",
+                  marked: bool = False) -> list[Line2D]:
+    """Legend handles of the priors' styles, in neutral grey with `marker`, or
+    (`marked`) each in its own colour and marker (style.prior_mark)."""
+    return [Line2D([], [], label=p, **prior_style(p),
+                   **(prior_mark(p) if marked else {"color": NEUTRAL, "marker": marker}))
             for p in sorted(set(priors), key=prior_rank)]
 
 

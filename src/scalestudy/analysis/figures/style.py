@@ -9,8 +9,11 @@ import functools
 
 import matplotlib
 
-# Files only, never a display: the figure modules take pyplot from here.
-matplotlib.use("Agg")
+# Files only, never a display: the figure modules take pyplot from here, on
+# Agg unless a backend was chosen before (Jupyter's inline one, MPLBACKEND),
+# which is kept so that a notebook's own figures still show (and show once).
+if matplotlib.rcParams._get_backend_or_none() is None:
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ...architectures import ARCHITECTURES  # noqa: E402
@@ -54,6 +57,28 @@ def arch_style(arch: str) -> dict:
 def prior_style(prior: str) -> dict:
     """The line style and marker fill of a prior, the same in every figure."""
     return dict(PRIOR_STYLES.get(prior, {"linestyle": "-", "fillstyle": "full"}))
+
+
+# Where a panel shows one architecture and a line per prior (accuracy_vs_size),
+# the priors are told apart by colour and marker shape as well: the i-th prior
+# of the registry takes the i-th of each list, so a new prior gets the next
+# (tests/analysis/test_figures.py checks that the lists cover the registry).
+# The colours: black for the baseline (random), then matplotlib's tab10 with
+# its grey last. The markers: shapes no two of which look alike at a panel's
+# size (no polygon that reads as a circle, no `+` or `x`, which mark unfinished
+# runs), the plainest for the priors most studies run.
+PRIOR_COLOURS = ("#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                 "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")
+PRIOR_MARKERS = ("o", "v", "<", "s", "D", "^", ">", "*", "P", "X", "1")
+
+
+def prior_mark(prior: str) -> dict:
+    """The colour and marker of a prior where a panel's lines are priors
+    (its line style and marker fill: `prior_style`)."""
+    i = PRIORS.names.index(prior) if prior in PRIORS else None
+    if i is None or i >= min(len(PRIOR_COLOURS), len(PRIOR_MARKERS)):
+        return dict(UNKNOWN_STYLE)
+    return {"color": PRIOR_COLOURS[i], "marker": PRIOR_MARKERS[i]}
 
 
 def prior_linestyle(prior: str):

@@ -48,6 +48,7 @@ The files (`FILES`), in a directory the stage replaces whole:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,42 +175,56 @@ class FrontierResult:
 
     # ------------------------------------------------------------------ text
 
-    def excluded_lines(self) -> list[str]:
-        """One message per exclusion (compute-grid points of one reason together)."""
-        lines = []
+    def excluded_lines(self, where: str = "excluded.csv") -> list[str]:
+        """What was left out, counted per method and reason (a reason's numbers,
+        which differ from budget to budget, left out of it), with a pointer to
+        `where`, excluded.csv, which lists each one with its group, budget and
+        numbers."""
         ex = self.excluded
         if ex.empty:
-            return lines
-        keys = ["method", *self.by, "reason"]
-        for k, rows in ex.groupby(keys, sort=False, dropna=False):
-            method, *group, reason = k
-            label = ", ".join(f"{c}={v}" for c, v in zip(self.by, group, strict=True))
-            cs = rows["compute"].dropna()
-            if len(rows) == 1:
-                where = f"budget {cs.iloc[0]:.3g} FLOPs" if len(cs) else ""
-                sizes = rows["n_sizes"].iloc[0]
-                if np.isfinite(sizes) and where:
-                    where += f" ({int(sizes)} sizes)"
-            else:
-                what = ("compute grid points" if rows["detail"].eq("curves grid point").all()
-                        else "budgets")
-                where = (f"{len(rows)} {what} {cs.min():.3g} to {cs.max():.3g} FLOPs"
-                         if len(cs) else f"{len(rows)} items")
-            lines.append(f"frontier: left out: {method}, {label}"
-                         + (f", {where}" if where else "") + f": {reason}")
+            return []
+        counts: dict[tuple[str, str, str], list] = {}
+        for row in ex.itertuples(index=False):
+            unit, n, reason = _exclusion_kind(row)
+            group = tuple(getattr(row, c) for c in self.by)
+            seen = counts.setdefault((row.method, unit, reason), [0, set()])
+            seen[0] += n
+            seen[1].add(group)
+        lines = [f"frontier: left out, by reason (each with its group and budget: {where}):"]
+        order = {m: i for i, m in enumerate(("input", *METHODS))}
+        for (method, unit, reason), (n, groups) in sorted(
+                counts.items(), key=lambda kv: (order.get(kv[0][0], len(order)),
+                                                kv[0][1] == "fits")):
+            what = unit if n != 1 else unit.removesuffix("s")
+            where_from = "of the table" if method == "input" else f"of {method}"
+            if unit == "fits":
+                where_from += " not made"
+            spread = f" in {len(groups)} groups" if len(groups) > 1 else ""
+            lines.append(f"  {n} {what} {where_from}{spread}: {reason}")
         return lines
 
     def summary(self) -> list[str]:
-        """The compute axis, then each method's exponents per group (or why none)."""
-        lines = [f"compute axis: {AXIS_LABELS[self.compute_axis]}"]
-        for row in self.fits.drop_duplicates(["method", *self.by]).itertuples(index=False):
-            group = ", ".join(f"{c}={getattr(row, c)}" for c in self.by)
-            if row.status == "ok":
-                lines.append(f"{row.method} ({group}): a = {row.a:.3f} [{row.a_low:.3f}, "
-                             f"{row.a_high:.3f}], b = {row.b:.3f} [{row.b_low:.3f}, "
-                             f"{row.b_high:.3f}]")
-            else:
-                lines.append(f"{row.method} ({group}): {row.status}")
+        """The compute axis, then per group and method its exponents (or why
+        none) and, at each --predict budget, N_opt and D_opt (and the loss
+        there, approach 3) with their intervals."""
+        ci = self.fits["ci"].dropna()
+        level = f"; intervals at {ci.iloc[0]:.0%}" if len(ci) else ""
+        lines = [f"compute axis: {AXIS_LABELS[self.compute_axis]}{level}"]
+        keys = ["method", *self.by]
+        for _, rows in self.fits.groupby(keys, sort=False, dropna=False):
+            row = rows.iloc[0]
+            group = ", ".join(f"{c}={row[c]}" for c in self.by)
+            if row["status"] != "ok":
+                lines.append(f"{row['method']} ({group}): {row['status']}")
+                continue
+            lines.append(f"{row['method']} ({group}): a = {row['a']:.3f} [{row['a_low']:.3f}, "
+                         f"{row['a_high']:.3f}], b = {row['b']:.3f} [{row['b_low']:.3f}, "
+                         f"{row['b_high']:.3f}]")
+            for _, r in rows[rows["predict_compute"].notna()].iterrows():
+                at = [f"N_opt {_estimate(r, 'n_opt')}", f"D_opt {_estimate(r, 'd_opt')}"]
+                if np.isfinite(r["loss_opt_pred"]):
+                    at.append(f"loss {_estimate(r, 'loss_opt', '.4g')}")
+                lines.append(f"  at C = {r['predict_compute']:.3g}: {', '.join(at)}")
         return lines
 
     # ------------------------------------------------------------------ files
@@ -259,3 +274,36 @@ class FrontierResult:
                                                                        sort=False)}
         return cls(**tables, runs=runs, by=by, compute_axis=settings["compute_axis"],
                    loss_label=settings["loss_label"], exponent_replicates=exponents)
+
+
+def _estimate(row: pd.Series, name: str, spec: str = ".3g") -> str:
+    """A prediction and its interval, where the bootstrap gave one."""
+    value, low, high = (row[f"{name}_pred"], row[f"{name}_low"], row[f"{name}_high"])
+    if np.isfinite(low) and np.isfinite(high):
+        return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
+    return f"{value:{spec}}"
+
+
+# A reason's own numbers: a size or curvature in parentheses, a count after its
+# last colon ("fewer than 3 sizes: 2", "2 < 3"), a measured value ("spans 0.123
+# decades", "vertex at N = 1.2e+09"); a small integer inside (the 3 of "fewer
+# than 3 sizes") is a constant and stays.
+_PARENTHESES = re.compile(r"\s*\([^()]*\d[^()]*\)")
+_TRAILING_COUNT = re.compile(r":\s*[-+\d.e<>= ]+$")
+_MEASURED = re.compile(r"[-+]?(?:\d+\.\d*|\d*\.\d+|\d+(?=e))(?:e[-+]?\d+)?")
+_ROWS = re.compile(r"^(\d+) row\(s\) left out: ")
+
+
+def _exclusion_kind(row) -> tuple[str, int, str]:
+    """(unit, how many, reason without its numbers) of an excluded.csv row: rows
+    of the input table, a fit, a compute grid point of the curves, or a budget."""
+    reason = str(row.reason)
+    rows = _ROWS.match(reason)
+    if row.method == "input" and rows:
+        return "rows", int(rows.group(1)), reason[rows.end():]
+    kind = _MEASURED.sub("…", _TRAILING_COUNT.sub("", _PARENTHESES.sub("", reason)))
+    if reason.startswith("no fit") or not np.isfinite(row.compute):
+        return "fits", 1, kind.removeprefix("no fit: ")
+    if row.detail == "curves grid point":
+        return "compute grid points", 1, kind
+    return "budgets", 1, kind

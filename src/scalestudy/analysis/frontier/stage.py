@@ -249,7 +249,8 @@ def frontier(
         exponent_replicates=replicates,
     )
     if not quiet:
-        for line in result.excluded_lines():
+        where = Path(out_dir) / "excluded.csv" if out_dir is not None else "result.excluded"
+        for line in result.excluded_lines(str(where)):
             print(line, file=sys.stderr)
     if out_dir is not None and not result.fits["status"].eq("ok").any():
         raise NoResult(f"{source}: no approach could fit a frontier in any group (why, per "

@@ -5,9 +5,14 @@ smallest compute to the target's; solid within the ladder's compute, dashed
 beyond) with the band of the surface's bootstrap refits, and each target's
 prediction with its prediction interval. With a metric, a second panel per
 group: the metric against the loss, the fitted sigmoid and each target's
-chained prediction. Drawn from the result (result.py), in the house style
-(figures/style.py); imported only when drawing, so that the analysis loads
-no matplotlib otherwise.
+chained prediction. Its title is one line; what the lines, bands and bars are
+is the legend below the panels (in as many columns as the figure's width
+holds); each panel's title names its group and its fit's status, and the
+holdout's result (the error predicting the largest N, and how many of its
+runs fell inside their prediction intervals) heads the loss panel's legend.
+Drawn from the result (result.py), in the house style (figures/style.py);
+imported only when drawing, so that the analysis loads no matplotlib
+otherwise.
 """
 
 from __future__ import annotations
@@ -16,42 +21,76 @@ from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.container import ErrorbarContainer
+from matplotlib.legend_handler import HandlerErrorbar
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ..figures.layout import panel_figure, quiet_minor_labels
-from ..figures.output import Drawn, figure_title, save
+from ..figures.output import Drawn, save
 from ..figures.style import NEUTRAL, plt, styled
 from .downstream import sigmoid
-from .result import AXIS_LABELS, FIGURE, PredictionResult, percent
+from .result import AXIS_LABELS, FIGURE, PredictionResult, error_text
+
+TITLE = "Loss predicted from the ladder"
 
 
 @styled
 def draw(result: PredictionResult, out_dir: Path) -> Drawn:
-    """The figure's PNG, PDF and CSV (what it plots) in `out_dir`."""
+    """The figure's PNG, PDF and CSV (what it plots) in `out_dir`. Its title is
+    one short line; what the lines, bands and bars are is the legend below the
+    panels, sized to the figure's width; each panel's title names its group and
+    its fit's status, and the holdout's result heads the panel's legend."""
     keys = result.groups()
     metric = result.settings["metric"]
     per_group = 2 if metric else 1
     fig, axes = panel_figure(len(keys) * per_group, per_group if metric else 2,
-                             size=(4.6, 3.6))
+                             size=(4.8, 3.7))
     size_norm = mpl.colors.LogNorm(result.runs["params"].min(), result.runs["params"].max())
     for i, key in enumerate(keys):
         _loss_panel(axes[i * per_group], result, key, size_norm)
         if metric:
             _metric_panel(axes[i * per_group + 1], result, key, metric)
     mappable = mpl.cm.ScalarMappable(norm=size_norm, cmap="viridis")
-    fig.colorbar(mappable, ax=axes[:per_group], label="N (parameters)", shrink=0.9)
-    handles = [
-        Line2D([], [], color=NEUTRAL, lw=1.5, label="fitted L(N, D) along the target's path"),
-        Line2D([], [], color=NEUTRAL, lw=1.5, linestyle="--", label="beyond the ladder"),
-        Line2D([], [], color=NEUTRAL, marker="D", linestyle="none",
-               label=f"target: prediction interval ({result.settings['ci']:.0%})"),
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    figure_title(fig, "Predictions from the ladder",
-                 "band: the fitted surface's bootstrap interval; bar: one run's prediction "
-                 "interval (the surface's refits plus the ladder's residual noise)")
+    fig.colorbar(mappable, ax=axes, label="N (parameters)", shrink=min(0.9, 2.4 / len(axes)),
+                 aspect=25)
+    fig.suptitle(TITLE, fontsize=9.5)
+    # The target's bar taller than its diamond, as in the panels.
+    fit_legend(fig, _handles(result.settings["ci"]),
+               handler_map={ErrorbarContainer: HandlerErrorbar(yerr_size=0.75)})
     quiet_minor_labels(fig)
     return save(fig, out_dir, FIGURE)
+
+
+def _handles(ci: float) -> list:
+    """What each mark is: the legend below the panels."""
+    level = f"{ci:.0%}"
+    target = Line2D([], [], color=NEUTRAL, marker="D", linestyle="none", markersize=5)
+    bar = LineCollection([[(0, 0), (0, 1)]], colors=NEUTRAL, linewidths=1.3)
+    return [
+        Line2D([], [], color=plt.get_cmap("viridis")(0.6), marker="o", linestyle="none",
+               markersize=3.5, label="a run of the ladder (colour: its N)"),
+        Line2D([], [], color=NEUTRAL, lw=1.5, label="fitted L(N, D) at the target's D / N"),
+        Line2D([], [], color=NEUTRAL, lw=1.5, linestyle="--",
+               label="the same, beyond the ladder's compute"),
+        Patch(color=NEUTRAL, alpha=0.18, lw=0, label=f"band: the fit's {level} bootstrap interval"),
+        ErrorbarContainer((target, (), (bar,)), has_yerr=True,
+                          label=f"target; bar: one run's {level} prediction interval"),
+    ]
+
+
+def fit_legend(fig, handles: list, **options) -> None:
+    """The legend below the panels, in as many columns as fit the figure's width
+    (fewer, down to one, where its labels are long): never clipped at its edges."""
+    renderer = fig._get_renderer()
+    width = fig.bbox.width * 0.98
+    for ncols in range(len(handles), 0, -1):
+        legend = fig.legend(handles=handles, loc="outside lower center", ncols=ncols,
+                            frameon=False, **options)
+        if ncols == 1 or legend.get_window_extent(renderer).width <= width:
+            return
+        legend.remove()
 
 
 def _target_colours(n: int) -> list:
@@ -89,10 +128,15 @@ def _loss_panel(ax, result: PredictionResult, key: tuple, size_norm) -> None:
     ax.set_xscale("log")
     ax.set_xlabel(f"compute ({AXIS_LABELS[result.compute_axis]})")
     ax.set_ylabel(result.loss_label)
-    ax.set_title(_title(result, key))
+    fit = result.rows(result.fit, key)
+    status = fit[fit["law"] == "loss"]["status"].iloc[0]
+    ax.set_title(_title_lines(result.title(key), f"fit: {status}"))
     ax.set_label(result.title(key))
-    if len(predictions):
-        ax.legend(fontsize=7, loc="upper right", frameon=False)
+    handles, _ = ax.get_legend_handles_labels()
+    holdout = _holdout_text(result, key)
+    if handles or holdout:
+        ax.legend(handles=handles, title=holdout or None, fontsize=7, title_fontsize=7,
+                  loc="best", frameon=False)
 
 
 def _target(ax, x, y, low, high, colour, j: int, label: str | None = None) -> None:
@@ -106,16 +150,27 @@ def _target(ax, x, y, low, high, colour, j: int, label: str | None = None) -> No
         ax.vlines([x], [low], [high], color=colour, lw=1.3).set_gid(f"interval:target{j}")
 
 
-def _title(result: PredictionResult, key: tuple) -> str:
-    fit = result.rows(result.fit, key)
-    status = fit[fit["law"] == "loss"]["status"].iloc[0]
-    lines = [result.title(key), status]
-    if result.holdout is not None:
-        h = result.rows(result.holdout, key).iloc[0]
-        if np.isfinite(h["rel_error"]):
-            lines.append(f"holdout N {h['held_out_n']:.3g}: {percent(h['rel_error'])} "
-                         f"[{percent(h['rel_error_low'])}, {percent(h['rel_error_high'])}]")
+def _title_lines(*lines: str) -> str:
+    """A panel's title: each line cut to the panel's width."""
     return "\n".join(_short(line) for line in lines)
+
+
+def _holdout_text(result: PredictionResult, key: tuple) -> str:
+    """The holdout's result for the panel (empty without --holdout): the
+    relative error of the refit's prediction of the largest N, and how many of
+    its runs fell inside the prediction interval each would have been given."""
+    if result.holdout is None:
+        return ""
+    h = result.rows(result.holdout, key).iloc[0]
+    head = f"held out N {h['held_out_n']:.3g}"
+    if not np.isfinite(h["rel_error"]):
+        return _short(f"{head}: {h['status']}", 48)
+    lines = [f"{head}: {error_text(h['rel_error'], h['rel_error_low'], h['rel_error_high'])}"]
+    if np.isfinite(h["in_interval"]):
+        n = int(h["n_runs"])
+        lines.append(f"{round(h['in_interval'] * n)} of {n} runs in their "
+                     f"{result.settings['ci']:.0%} prediction interval")
+    return "\n".join(lines)
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -147,5 +202,5 @@ def _metric_panel(ax, result: PredictionResult, key: tuple, metric: str) -> None
         _target(ax, row.loss, row.metric, row.metric_low, row.metric_high, colour, j)
     ax.set_xlabel(result.loss_label)
     ax.set_ylabel(metric)
-    ax.set_title(_short(f"{metric} from the loss") + "\n" + _short(status))
+    ax.set_title(_title_lines(f"{metric} from the loss", f"fit: {status}"))
     ax.set_label(f"{result.title(key)}: {metric}")

@@ -67,6 +67,23 @@ def percent(x: float) -> str:
     return ">+1000%" if x > 0 else "<-1000%"
 
 
+def error_text(error: float, low: float, high: float) -> str:
+    """A relative error with its interval, where it has one (a bootstrap)."""
+    if np.isfinite(low) and np.isfinite(high):
+        return f"{percent(error)} [{percent(low)}, {percent(high)}]"
+    return percent(error)
+
+
+def coverage_text(holdout: pd.Series, ci: float) -> str:
+    """How many of a holdout's runs fell inside the prediction interval a
+    prediction would have given each ("" without intervals: no bootstrap)."""
+    if not np.isfinite(holdout["in_interval"]):
+        return ""
+    n = int(holdout["n_runs"])
+    inside = round(float(holdout["in_interval"]) * n)
+    return f"{inside} of {n} held-out runs inside their {ci:.0%} prediction intervals"
+
+
 @dataclass
 class PredictionResult:
     """Everything the stage computed. `paths` is the figure's data: each
@@ -93,7 +110,11 @@ class PredictionResult:
         return self.settings["loss_label"]
 
     def groups(self) -> list[tuple]:
-        return sorted(self.runs.groupby(list(self.by), sort=True).groups) if self.by else [()]
+        """Each group's values of `by`, sorted: tuples, one column's too."""
+        if not self.by:
+            return [()]
+        keys = self.runs[list(self.by)].drop_duplicates()
+        return sorted(tuple(row) for row in keys.itertuples(index=False, name=None))
 
     def rows(self, table: pd.DataFrame, key: tuple) -> pd.DataFrame:
         """The rows of one of its tables that belong to group `key`."""
@@ -129,12 +150,20 @@ class PredictionResult:
                              f"{r.metric_high:.4g}] ({r.metric_status})")
                 lines.append(text)
             if self.holdout is not None:
-                for r in self.rows(self.holdout, key).itertuples():
-                    lines.append(f"  holdout N {r.held_out_n:.4g}: relative error "
-                                 f"{percent(r.rel_error)} [{percent(r.rel_error_low)}, "
-                                 f"{percent(r.rel_error_high)}]; {r.in_interval:.0%} of its "
-                                 f"runs inside their intervals ({r.status})")
+                for _, r in self.rows(self.holdout, key).iterrows():
+                    lines.append(self._holdout_line(r))
         return lines
+
+    def _holdout_line(self, r: pd.Series) -> str:
+        """The holdout of one group: the largest N predicted by a refit of the
+        others, the refit's status, the error and how many runs its intervals held."""
+        head = f"  holdout N {r['held_out_n']:.4g}"
+        if not np.isfinite(r["rel_error"]):
+            return f"{head}: {r['status']}"
+        text = (f"{head} (refit without it: {r['status']}): relative error "
+                f"{error_text(r['rel_error'], r['rel_error_low'], r['rel_error_high'])}")
+        inside = coverage_text(r, self.settings["ci"])
+        return f"{text}; {inside}" if inside else text
 
     def write(self, directory: Path) -> list[Path]:
         """Its tables and settings into `directory`, which exists (the stage
