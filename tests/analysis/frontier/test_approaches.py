@@ -610,7 +610,8 @@ def test_too_few_budgets_refuse_the_fit():
 
 def test_missing_columns_raise_naming_them(tmp_path, capsys):
     table = isoflop_table()
-    with pytest.raises(ValueError, match="missing column 'loss'; accepted columns: params"):
+    with pytest.raises(ValueError, match="missing column 'loss'; columns present: arch, params, "
+                                         "compute; accepted columns: params"):
         frontier(table.drop(columns="loss"))
     with pytest.raises(ValueError, match=r"missing column 'compute' \(or 'tokens'\)"):
         frontier(table.drop(columns="compute"))
