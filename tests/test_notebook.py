@@ -95,9 +95,10 @@ def marks(ax) -> dict:
 
 def depth_runs() -> pd.DataFrame:
     """The cached deep_fixup study (every prior at depth 36, width 32, no
-    LayerNorm) with runs at depth 12 too, one of them diverged: a depth curve."""
+    LayerNorm) with a study of the same cells at depth 12, one of its runs
+    diverged: a depth curve."""
     runs = pd.read_parquet(DEEP)
-    shallow = runs.assign(depth=12, train_loss=runs["train_loss"] * 1.2)
+    shallow = runs.assign(study="deep_fixup_12", depth=12, train_loss=runs["train_loss"] * 1.2)
     shallow.loc[shallow.index[0], "status"] = "diverged"
     return pd.concat([runs, shallow], ignore_index=True)
 
