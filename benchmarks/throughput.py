@@ -45,9 +45,9 @@ from benchlib import (
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from scalestudy.ladder import shape_for
 from scalestudy.models import ARCHITECTURES, BackboneOutput, build_backbone
 from scalestudy.models.layers import Embedding
-from scalestudy.study.ladder import shape_for
 from scalestudy.training.flops import count_flops, count_params
 
 BASELINE, PEAK = "encoder", "peak"

@@ -160,7 +160,68 @@ def test_no_import_cycle():
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
     assert "scalestudy.cli.parser" in graph["scalestudy.cli"]
-    assert "scalestudy.cli" not in graph["scalestudy.warm"]
+    assert "scalestudy.cli.warm" in graph["scalestudy.cli"]
+
+
+# The layers (docs/ARCHITECTURE.md, "Layers"), lowest first: a package (a
+# subpackage of scalestudy, or a top-level module) imports only packages of lower
+# layers and those of its own group. No exception.
+LAYERS = [
+    {"foundation": {"registry", "options", "atomic", "faults", "locks", "errors", "records",
+                    "ladder", "stages"}},
+    {"models": {"architectures", "models"}, "tasks": {"tasks"}, "trackers": {"trackers"}},
+    {"priors": {"priors"}},
+    {"analysis": {"analysis"}},
+    {"study": {"study"}},
+    {"training": {"training"}},
+    {"top": {"cli", "workflow", "notebook", "scalestudy"}},
+]
+
+
+def package_of(module: str) -> str:
+    """scalestudy.analysis.fits -> analysis; scalestudy.records -> records; the
+    package itself -> scalestudy."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Which packages each package imports: every import of its modules (at the
+    top, inside functions), and the __init__ of each package a submodule import
+    runs (importing scalestudy.study.grid runs scalestudy.study)."""
+    graph = import_graph()
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        found = packages.setdefault(package_of(module), set())
+        for target in imported:
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):  # the target and each package above it
+                name = ".".join(parts[:i])
+                if name in graph and package_of(name) != package_of(module):
+                    found.add(package_of(name))
+    return packages
+
+
+def test_layers_point_one_way():
+    place = {package: (layer, group) for layer, groups in enumerate(LAYERS)
+             for group, members in groups.items() for package in members}
+    graph = package_graph()
+    assert set(graph) == set(place), f"packages without a layer: {set(graph) - set(place)}"
+    upward = [f"{a} -> {b}" for a, targets in sorted(graph.items()) for b in sorted(targets)
+              if not (place[b][0] < place[a][0] or place[b][1] == place[a][1])]
+    assert not upward, "imports that do not point down the layers:\n" + "\n".join(upward)
+
+
+def test_the_package_inits_import_nothing_heavy():
+    """Importing a package runs its __init__ alone: no torch, Lightning or
+    matplotlib where the package is torch-free, and the study package runs no
+    check until one is asked for."""
+    code = ("import sys, scalestudy, scalestudy.study, scalestudy.priors, scalestudy.tasks, "
+            "scalestudy.analysis, scalestudy.cli, scalestudy.training, "
+            "scalestudy.analysis.frontier, scalestudy.analysis.predict; "
+            "bad = {'torch', 'lightning', 'matplotlib'} & set(sys.modules); assert not bad, bad; "
+            "import scalestudy.study.grid; assert 'scalestudy.study.checks' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_the_cycle_finder_finds_function_level_and_package_cycles():

@@ -13,9 +13,9 @@ __all__ = ["open_study"]
 
 def __getattr__(name: str):
     if name == "__version__":
-        from importlib.metadata import version
+        from .records import package_version
 
-        return version("scalestudy")
+        return package_version()
     if name == "open_study":
         from .notebook import open_study
 

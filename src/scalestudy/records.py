@@ -20,13 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .atomic import write_parquet
-from .priors import TASK_STAGES
-from .stages import STAGES
+from .stages import STAGES, TASK_STAGES
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "diverged", "failed")
 # How a run's training ended: after max_steps, or at its validation loss's
-# plateau (train.until: plateau; training/plateau.py) with max_steps the cap.
+# plateau (train.until: plateau; study/plateau.py) with max_steps the cap.
 STOPPED_BY = ("max_steps", "plateau")
 
 SCHEMA = pa.schema(
@@ -180,6 +179,14 @@ def validate(row: dict) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         raise RecordError(f"record: a field does not match the run-record schema: {err}") from None
     return _check(table, "record")
+
+
+def package_version() -> str:
+    """The installed scalestudy's version (its package metadata), as a record's
+    provenance names it."""
+    from importlib.metadata import version
+
+    return version("scalestudy")
 
 
 def data_checksum(data_dir: Path) -> str:

@@ -38,6 +38,11 @@ UPSTREAM_DIRECTORY = "pretrain/{stage}/{arch}/{size}"
 # pretrain.seeds: one pretraining run per cell shared by its seeds, or one per seed.
 PRETRAIN_SEEDS = ("shared", "per_seed")
 
+# The record's stage of a task run: trained from scratch, or finetuned from a
+# pretraining stage's checkpoint (a pretraining run's stage is its own name).
+SCRATCH, FINETUNE = "scratch", "finetune"
+TASK_STAGES = (FINETUNE, SCRATCH)
+
 
 def seeded(pattern: str, per_seed: bool) -> str:
     """A stage's directory pattern, below which a per-seed run has its seed's."""

@@ -38,9 +38,9 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     """Everything the workflow does while it is parsed (`argv`: Snakemake's
     command line); returns the local GPUs (resources.local_gpus) that a GPU
     study's jobs share."""
+    from . import trackers
     from .study import check_memory, machine_memory, trains_in_host_memory, validate
     from .tasks import check_releases
-    from .training import trackers
 
     clear_stale_locks(workflow)
     ignore_usr1(workflow)
@@ -56,7 +56,7 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     # A task read from LRA's release (source: lra) needs its files before any job.
     check_releases(config)
     # The jobs' trackers (trainer.loggers): by the environment, not the spec,
-    # so that adding one reruns no job (scalestudy.training.trackers).
+    # so that adding one reruns no job (scalestudy.trackers).
     os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
     return register_gpus(workflow, config)
 
@@ -241,18 +241,18 @@ def start_study(workflow, config: dict, out: str, gpus) -> None:
     """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
     its executor) a study names its accelerator. Jobs that run on this machine
     fork from one warm process that has torch, Lightning and the analysis
-    stack imported (scalestudy.warm), instead of each paying seconds of
+    stack imported (scalestudy.cli.warm), instead of each paying seconds of
     imports, and a GPU study's jobs take GPUs no other job holds: the `gpu`
     resource (`register_gpus`) and a lock file per GPU
     (scalestudy.training.devices). Cluster jobs run their command directly,
     on the GPUs SLURM gave them."""
     import yaml
 
+    from . import trackers
     from .atomic import write_text
     from .locks import claim
     from .study import check_cluster
     from .study import status as study_status
-    from .training import trackers
 
     if not workflow.local_exec:
         check_cluster(config)
@@ -266,7 +266,7 @@ def start_study(workflow, config: dict, out: str, gpus) -> None:
     if gpus and resources.trains_on_gpus(config, gpus):
         slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
         os.environ[resources.SLOTS_ENV] = str(slots.resolve())
-    from . import warm
+    from .cli import warm
 
     warm.start()
 

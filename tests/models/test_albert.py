@@ -3,9 +3,9 @@ its compute match with vanilla."""
 
 import torch
 
+from scalestudy.ladder import SIZES, shape_for
 from scalestudy.models.albert import Albert
 from scalestudy.models.transformer import Transformer, TransformerBlock
-from scalestudy.study.ladder import SIZES, shape_for
 from scalestudy.training.flops import count_flops, count_params
 
 from tests.support.model_checks import batch, build, nonembed_params, vanilla_params

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from scalestudy.architectures import ARCHITECTURES as REGISTRY
+from scalestudy.ladder import SIZES
 from scalestudy.models import build_backbone
 from scalestudy.models.convolutions import DynamicConv, LightConv
 from scalestudy.models.mixer import Mixer
 from scalestudy.models.s4 import DLR, S4
-from scalestudy.study.ladder import SIZES
 from scalestudy.training.flops import count_params
 
 from tests.support import ROOT

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from scalestudy.ladder import SIZES
 from scalestudy.models.funnel import Funnel, mean_pool
-from scalestudy.study.ladder import SIZES
 
 from tests.support.model_checks import batch, build, nonembed_params, vanilla_params
 

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from scalestudy.ladder import CPU_SIZES, SIZES, shape_for
 from scalestudy.models.layers import Residual
 from scalestudy.models.switch import SwitchFeedForward, SwitchTransformer, load_balancing_loss
 from scalestudy.models.transformer import Transformer
-from scalestudy.study.ladder import CPU_SIZES, SIZES, shape_for
 from scalestudy.training.flops import count_flops
 
 from tests.support.model_checks import batch, build, nonembed_params, vanilla_params

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scalestudy.architectures import ARCHITECTURES
+from scalestudy.ladder import SIZES
 from scalestudy.priors import PRIORS
 from scalestudy.study import GIB, ConfigError, specs, validate
 from scalestudy.study.costs import training_memory
 from scalestudy.study.grid import cells as grid_cells
 from scalestudy.study.grid import pretrain_cells, task_grid
-from scalestudy.study.ladder import SIZES
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.tasks import TASKS, task_config, upstream
 

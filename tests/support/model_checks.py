@@ -122,7 +122,7 @@ def nonembed_params(cls, size, **common):
 # hidden and output layers on the pooled [B, D]; backward = 2 x forward.
 def analytic_transformer_step(size: str, batch: int, length: int, n_classes: int | None) -> int:
     """n_classes None: the backbone alone, no head."""
-    from scalestudy.study.ladder import shape_for
+    from scalestudy.ladder import shape_for
 
     shape = shape_for(size)
     tokens = batch * length

@@ -14,9 +14,9 @@ import signal
 
 import pytest
 
+from scalestudy.study.plateau import PLATEAU_GAIN, plateaued
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import loop, modules
-from scalestudy.training.plateau import PLATEAU_GAIN, plateaued
 from scalestudy.training.task import run
 
 from tests.support.cells import TASK
@@ -123,7 +123,7 @@ def test_a_run_stopped_during_its_cooldown_resumes_to_the_unbroken_record(
 
 
 # --------------------------------------------------------------------------- the plateau rule
-# The plateau rule's 2% gain is relative to the loss (training/plateau.py): the same
+# The plateau rule's 2% gain is relative to the loss (study/plateau.py): the same
 # histories at two scales of loss reach their
 # plateau at the same step, whatever the loss's units.
 

@@ -263,7 +263,7 @@ def test_non_finite_gradients_under_clipping_are_recorded_as_diverged(data_dir, 
 
 
 def test_plateau_rule_judges_the_best_loss_over_the_last_fifth():
-    from scalestudy.training.plateau import plateaued
+    from scalestudy.study.plateau import plateaued
 
     improving = [(10 * i, 2.0 - 0.1 * i) for i in range(1, 11)]  # 5% per interval
     assert not plateaued(improving, val_every=10)

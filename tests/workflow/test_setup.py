@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from scalestudy import locks, warm
+from scalestudy import locks, trackers
 from scalestudy import workflow as study_workflow
+from scalestudy.cli import warm
 from scalestudy.study import resources
 from scalestudy.study import status as study_status
-from scalestudy.training import trackers
 
 from tests.support import ROOT
 from tests.support.studies import DECLARED_STUDY

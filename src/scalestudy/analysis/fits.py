@@ -56,8 +56,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..atomic import write_parquet
-from ..priors import FINETUNE, PRIORS, TASK_STAGES
-from ..stages import STAGES
+from ..priors import PRIORS
+from ..stages import FINETUNE, STAGES, TASK_STAGES
 from . import X_AXES
 from .scaling import (
     HELDOUT_PARAMS,

@@ -25,9 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NoResult
-from ..priors import TASK_STAGES
 from ..records import read_records
-from ..stages import STAGES
+from ..stages import STAGES, TASK_STAGES
 
 # What makes a record one run: its grid cell, its stage, budget and pretraining seed.
 IDENTITY = ["study", "task", "arch", "size", "prior", "seed", "stage", "budget",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from ..warm import run_in_server
 from .parser import run_command
+from .warm import run_in_server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ Which backbones exist is the architecture registry's (scalestudy.architectures:
 name -> module and class here). Every backbone class takes a `BackboneConfig`,
 maps token ids [B, T] plus a padding mask to a `BackboneOutput`, and has a
 static `config_for(size, protocol, **common)` that maps a named size of the
-ladder (scalestudy.study.ladder) to its own hyper-parameters.
+ladder (scalestudy.ladder) to its own hyper-parameters.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..study.ladder import shape_for
+from ..ladder import shape_for
 from .config import BackboneConfig
 from .layers import standard_init
 from .transformer import Transformer

@@ -82,7 +82,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..study.ladder import shape_for
+from ..ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import FeedForward, Residual, closing_norm, full_float32_matmuls, standard_init
 

@@ -31,7 +31,7 @@ import math
 import torch
 from torch import nn
 
-from ..study.ladder import shape_for
+from ..ladder import shape_for
 from .config import BackboneConfig, BackboneOutput
 from .layers import Embedding, closing_norm, standard_init
 from .transformer import TransformerBlock

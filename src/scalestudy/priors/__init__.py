@@ -64,12 +64,7 @@ from typing import Any
 
 from ..architectures import ARCHITECTURES
 from ..registry import Registry
-from ..stages import BEST_CHECKPOINT, STAGES
-
-# The record's stage of a task run: trained from scratch, or finetuned from a
-# pretraining stage's checkpoint (the pretraining runs' stage is theirs: stages.py).
-SCRATCH, FINETUNE = "scratch", "finetune"
-TASK_STAGES = (FINETUNE, SCRATCH)
+from ..stages import BEST_CHECKPOINT, FINETUNE, SCRATCH, STAGES
 
 
 @dataclass(frozen=True)

@@ -14,18 +14,21 @@ invocation, dry runs included, is quick.
 - specs.py: RunSpec, PretrainSpec and their builders
 - costs.py: estimated memory and FLOPs; job priorities
 - resources.py: what a job asks SLURM for
-- ladder.py: the named sizes and the scaling protocols
+- plateau.py: when a run has converged (train.until: plateau)
 """
 
-from .checks import (
-    GIB,
-    check_cluster,
-    check_memory,
-    machine_memory,
-    trains_in_host_memory,
-    validate,
-)
-from .schema import SCHEMA_PATH, ConfigError, ConfigWarning
+from importlib import import_module
 
-__all__ = ["GIB", "SCHEMA_PATH", "ConfigError", "ConfigWarning", "check_cluster",
-           "check_memory", "machine_memory", "trains_in_host_memory", "validate"]
+# Where each name the package exports lives; imported on first use, so that
+# importing one submodule (study.grid, study.plateau) runs no config check.
+EXPORTS = {"GIB": "checks", "check_cluster": "checks", "check_memory": "checks",
+           "machine_memory": "checks", "trains_in_host_memory": "checks",
+           "validate": "checks", "SCHEMA_PATH": "schema", "ConfigError": "schema",
+           "ConfigWarning": "schema"}
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in EXPORTS:
+        return getattr(import_module(f".{EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

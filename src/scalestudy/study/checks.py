@@ -45,11 +45,11 @@ from ..architectures import ARCHITECTURES
 from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import TASKS, task_config
-from ..training.plateau import PLATEAU_MIN_VALIDATIONS
-from ..training.trackers import require as require_trackers
+from ..trackers import require as require_trackers
 from .config import StudyConfig, fill_defaults
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
 from .grid import cells, pretrain_cells, stages_needed, task_grid
+from .plateau import PLATEAU_MIN_VALIDATIONS
 from .resources import device_count, gpu_study, local_gpus, runtime
 from .schema import SCHEMA_PATH, ConfigError, ConfigWarning, check_schema, coerce_config
 from .specs import batch_shares, trainer_section

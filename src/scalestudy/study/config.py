@@ -69,7 +69,7 @@ class TrainConfig:
     until: str = option("max_steps", """max_steps trains every run for max_steps steps;
         plateau stops a run at its validation loss's plateau (the best loss improved by
         under 2% over the last fifth of its steps, judged at every validation from the fifth
-        on), max_steps being the cap (src/scalestudy/training/plateau.py). The record's
+        on), max_steps being the cap (src/scalestudy/study/plateau.py). The record's
         stopped_by says which ended it. scratch_matched matches a fixed budget and needs
         max_steps""", enum=["max_steps", "plateau"])
     batch_size: int = option(32, """examples per optimiser step, over every device of the
@@ -165,9 +165,9 @@ class TrainerConfig:
         activations shrink. resources.tasks and resources.sizes may give a task's or a
         size's runs their own (what their GPU's memory allows)""", minimum=0)
     # Not in a spec: the trackers reach the jobs by $SCALESTUDY_LOGGERS
-    # (training/trackers.py), so that adding one reruns nothing.
+    # (trackers.py), so that adding one reruns nothing.
     loggers: tuple = option(("csv",), """where each run's curves go
-        (src/scalestudy/training/trackers.py, docs/trackers.md): csv (metrics.csv in the
+        (src/scalestudy/trackers.py, docs/trackers.md): csv (metrics.csv in the
         run's directory), tensorboard (event files beside it), mlflow (the study's MLflow
         experiment), wandb (a Weights & Biases run, offline unless WANDB_MODE says
         otherwise); each but csv needs its extra, e.g. pip install 'scalestudy[tensorboard]'.

@@ -14,13 +14,13 @@ import functools
 import math
 
 from ..architectures import ARCHITECTURES
+from ..ladder import shape_for
 from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import task_config
 from ..tasks.contract import BYTE_VOCAB
 from .config import StudyConfig
 from .grid import budget_label, task_grid
-from .ladder import shape_for
 
 VOCAB_BOUND = 512  # above every vocabulary here (ListOps 18 ids, the byte corpus 259)
 FLOATS_PER_TOKEN_LAYER = 16  # activations kept for backward: attention, norms, residuals

@@ -18,12 +18,12 @@ from pathlib import Path
 import yaml
 
 from ..architectures import ARCHITECTURES
+from ..ladder import SIZES
 from ..options import section_schema
 from ..priors import PRIORS
 from ..tasks import TASKS
-from ..training.trackers import TRACKERS
+from ..trackers import TRACKERS
 from .config import SECTIONS
-from .ladder import SIZES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"
 

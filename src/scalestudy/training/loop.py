@@ -57,13 +57,13 @@ from lightning.fabric.strategies import DDPStrategy
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from .. import faults
+from .. import faults, trackers
 from ..atomic import replacing
 from ..stages import BEST_CHECKPOINT as BEST
+from ..study.plateau import plateaued
 from ..study.resources import device_count
 from ..study.specs import batch_shares
-from . import resume, trackers
-from .plateau import plateaued
+from . import resume
 
 LAST = resume.CHECKPOINT
 NEVER = 2**62  # the step of a non-finite loss where there was none
@@ -128,7 +128,7 @@ def die_with_rank0() -> None:
 def make_fabric(hw, run_dir: Path, loggers: list | None = None) -> Fabric:
     """The one Fabric factory: hardware and numerics from `hw`
     (study.specs.TrainerConfig), the history to `loggers` (default:
-    run_dir/metrics.csv; a run's trackers: training/trackers.py); launched
+    run_dir/metrics.csv; a run's trackers: trackers.py); launched
     (under DDP, the other ranks' processes run the same command)."""
     if int(os.environ.get("LOCAL_RANK", "0")) > 0:  # a rank Lightning started
         die_with_rank0()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from ..study.ladder import shape_for
+from ..ladder import shape_for
 
 
 @contextlib.contextmanager

@@ -36,11 +36,11 @@ from pathlib import Path
 import torch
 from lightning.fabric import Fabric, seed_everything
 
-from .. import __version__
+from .. import trackers
 from ..atomic import no_space
-from ..records import error_line, write_record
+from ..records import error_line, package_version, write_record
 from ..study.specs import Spec, TrainConfig, batch_shares
-from . import branches, devices, resume, trackers
+from . import branches, devices, resume
 from .data import shard
 from .flops import count_params, flops_per_step
 from .loop import Diverged, TrainingLoop, make_fabric, to_device
@@ -234,7 +234,8 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "torch_version": torch.__version__,
-        "package_version": __version__, "git_rev": git_rev(), "config_hash": spec.config_hash(),
+        "package_version": package_version(), "git_rev": git_rev(),
+        "config_hash": spec.config_hash(),
     }
 
 

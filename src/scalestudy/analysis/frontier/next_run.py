@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...atomic import refuse_overwrite, write_text
-from ...study.ladder import SIZES, shape_for
+from ...ladder import SIZES, shape_for
 from ..inputs import read_runs
 from .result import FrontierResult
 

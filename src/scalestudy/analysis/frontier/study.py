@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ...priors import PRIORS, TASK_STAGES
-from ...stages import STAGES
+from ...priors import PRIORS
+from ...stages import STAGES, TASK_STAGES
 from ..inputs import read_runs
 
 COLUMNS = ["arch", "prior", "task", "size", "seed", "budget", "params", "compute", "tokens",

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ...priors import PRIORS, TASK_STAGES
+from ...priors import PRIORS
+from ...stages import TASK_STAGES
 from ..frontier.inputs import check_numbers, default_by, prepare, present_columns, read_table
 from ..frontier.study import COLUMNS as STUDY_COLUMNS
 from ..frontier.study import study_table

@@ -198,9 +198,9 @@ def test_budgeted_runs_get_distinct_names_and_one_store_per_study(tmp_path, monk
     and MLflow) in the directory the workflow gives it: each tracker run is
     named by its cell (budget and seed included, so no two collide) and every
     MLflow run lands in the study's one store."""
+    from scalestudy import trackers
     from scalestudy.study import grid
     from scalestudy.study.specs import PretrainSpec, RunSpec, per_seed, pretrain_spec
-    from scalestudy.training import trackers
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = copy.deepcopy(DEFAULT)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scalestudy import warm
+from scalestudy.cli import warm
 from scalestudy.records import read_records
 
 from tests.support.cells import TASK

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy import warm
+from scalestudy.cli import warm
 
 from tests.test_warm import spec_json
 
@@ -51,7 +51,7 @@ def server_pid(path: str) -> int:
 
 OWNER = textwrap.dedent("""
     import sys, time
-    from scalestudy import warm
+    from scalestudy.cli import warm
     warm.start()
     import os
     print(os.environ[warm.SOCKET_ENV], os.environ[warm.OWNER_ENV], flush=True)

@@ -91,7 +91,7 @@ def _spawn(path: str, owner: int) -> subprocess.Popen:
     """A server on `path` for the jobs of process `owner`, in its own session
     (no job's process group or log holds it)."""
     with open(f"{path}.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "scalestudy.warm", path, str(owner)],
+        return subprocess.Popen([sys.executable, "-m", "scalestudy.cli.warm", path, str(owner)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
 
@@ -207,7 +207,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         sys.modules["__main__"].__spec__ = importlib.util.find_spec("scalestudy.cli")
         conn.sendall(f"pid {os.getpid()}\n".encode())
         _die_with_client(conn)
-        from .cli.parser import run_command
+        from .parser import run_command
 
         code = run_command(request["argv"])
     except SystemExit as stop:

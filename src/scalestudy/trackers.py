@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import naming, write_text
-from ..registry import Registry
+from .atomic import naming, write_text
+from .registry import Registry
 
 ENV = "SCALESTUDY_LOGGERS"
 STATE = "trackers.json"
