@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..options import spec_values
+from ..priors import PRIORS
 from ..stages import STAGES
 from ..tasks import stated_options, task_config
 from . import grid
@@ -129,6 +130,14 @@ class RunSpec(Spec):
         budget = self.train.budget if self.pretrain_budget is None else self.pretrain_budget
         return grid.Cell(self.task, self.arch, self.size, self.prior, self.seed, budget)
 
+    def record_identity(self) -> dict:
+        """The fields of its record that name the run: its study and cell, and
+        the stage its prior gives a task run (finetune or scratch)."""
+        cell = self.cell
+        return {"study": self.study, "task": cell.task, "arch": cell.arch, "size": cell.size,
+                "prior": cell.prior, "seed": cell.seed, "stage": PRIORS[cell.prior].stage,
+                "budget": cell.budget}
+
 
 @dataclass(frozen=True)
 class PretrainSpec(Spec):
@@ -167,6 +176,14 @@ class PretrainSpec(Spec):
     @property
     def stage(self):
         return STAGES[self.kind]
+
+    def record_identity(self) -> dict:
+        """The fields of its record that name the run: a pretraining record names
+        its corpus as its task, its stage as its prior, and the seed it trained
+        with (pretrain.seed when shared by every finetuning seed)."""
+        return {"study": self.study, "task": self.corpus, "arch": self.arch, "size": self.size,
+                "prior": self.kind, "seed": self.seed, "stage": self.kind,
+                "budget": self.train.budget}
 
     @property
     def cell(self) -> grid.PretrainCell:

@@ -49,17 +49,12 @@ def trunk(given: Path | None, spec, run_dir) -> Path | None:
 def train(spec, data_dir, run_dir, pretrained=None, given_trunk=None) -> dict:
     """Train a grid cell (a RunSpec) in `run_dir`; its record. The cell's
     identity is the one its directory names (Spec.placed)."""
-    from ..priors import PRIORS
     from .task import run
 
     spec = spec.placed(run_dir)
-    cell = spec.cell
-    identity = {"study": spec.study, "task": cell.task, "arch": cell.arch, "size": cell.size,
-                "prior": cell.prior, "seed": cell.seed, "stage": PRIORS[cell.prior].stage,
-                "budget": cell.budget}
     start = trunk(given_trunk, spec, run_dir)
-    return run_recorded(lambda: run(spec, data_dir, run_dir, pretrained, start), identity,
-                        Path(run_dir) / "record.parquet")
+    return run_recorded(lambda: run(spec, data_dir, run_dir, pretrained, start),
+                        spec.record_identity(), Path(run_dir) / "record.parquet")
 
 
 def pretrain(spec, data_dir, out_dir, given_trunk=None) -> dict:
@@ -68,15 +63,9 @@ def pretrain(spec, data_dir, out_dir, given_trunk=None) -> dict:
     from .pretrain import run_pretrain
 
     spec = spec.placed(out_dir)
-
-    # A pretraining record names its corpus as its task, its stage as its prior,
-    # and the seed it trained with (pretrain.seed when shared).
-    identity = {"study": spec.study, "task": spec.corpus, "arch": spec.arch, "size": spec.size,
-                "prior": spec.kind, "seed": spec.seed, "stage": spec.kind,
-                "budget": spec.cell.budget}
     start = trunk(given_trunk, spec, out_dir)
-    return run_recorded(lambda: run_pretrain(spec, data_dir, out_dir, start), identity,
-                        Path(out_dir) / "record.parquet")
+    return run_recorded(lambda: run_pretrain(spec, data_dir, out_dir, start),
+                        spec.record_identity(), Path(out_dir) / "record.parquet")
 
 
 def summary(record: dict, metric: str) -> str:
