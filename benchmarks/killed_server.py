@@ -71,6 +71,7 @@ def run_study(configfile: str | None, cores: int, kills: int) -> dict:
 
     sys.path.insert(0, str(ROOT / "src"))
     from scalestudy.study import grid as study_grid
+    from scalestudy.study.config import StudyConfig
 
     with tempfile.TemporaryDirectory(prefix="scalestudy-killed-") as tmp:
         work = Path(tmp)
@@ -83,7 +84,7 @@ def run_study(configfile: str | None, cores: int, kills: int) -> dict:
         config = yaml.safe_load((work / "config" / "config.yaml").read_text())
         if configfile:
             config.update(yaml.safe_load((ROOT / configfile).read_text()))
-        expected = len(study_grid.cells(config["grid"]))
+        expected = len(study_grid.cells(StudyConfig.from_dict(config).grid))
         seen: set[int] = set()
         kill_log: list = []
         done = threading.Event()

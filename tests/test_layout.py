@@ -224,6 +224,27 @@ def test_the_package_inits_import_nothing_heavy():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_every_relative_import_names_a_module_of_the_package():
+    """A relative import that climbs out of the package, or names no module (an
+    import left behind by a move), fails where it runs: found here instead."""
+    names = module_names()
+    bad = []
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                parts = package.split(".")
+                if node.level > len(parts):
+                    bad.append(f"{name}: from {'.' * node.level}{node.module or ''}")
+                    continue
+                base = ".".join([*parts[:len(parts) - node.level + 1],
+                                 *([node.module] if node.module else [])])
+                if base not in names and not any(f"{base}.{a.name}" in names
+                                                 for a in node.names):
+                    bad.append(f"{name}: from {'.' * node.level}{node.module or ''} ({base})")
+    assert not bad, "\n".join(bad)
+
+
 def test_the_cycle_finder_finds_function_level_and_package_cycles():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"p": {"p.x"}, "p.x": set()}) is None

@@ -9,7 +9,7 @@ import pytest
 from scalestudy.locks import RunBusy, run_lock
 from scalestudy.training.job import run_recorded
 
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -75,8 +75,9 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
 
     config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11]
-    spec = specs.RunSpec.from_dict(specs.run_spec(config, "listops", "s4", "xs", prior, 1, 1e11))
-    run_dir = tmp_path / grid.Cell("listops", "s4", "xs", prior, 1, 1e11).directory
+    cell = grid.Cell("listops", "s4", "xs", prior, 1, 1e11)
+    spec = specs.RunSpec.from_dict(specs.run_spec(typed(config), cell))
+    run_dir = tmp_path / cell.directory
 
     def broken(*args):
         raise FileNotFoundError("no data")

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from scalestudy.records import read_records
-from scalestudy.study import ConfigError, validate
+from scalestudy.study import ConfigError, grid, validate
 from scalestudy.study.specs import as_json, run_spec
 
 from tests.support.cells import TASK
 from tests.support.studies import DECLARED_STUDY as DEFAULT
+from tests.support.studies import typed
 
 pytest.importorskip("tensorboard")
 mlflow = pytest.importorskip("mlflow")
@@ -187,8 +188,8 @@ def test_adding_a_tracker_changes_no_spec():
     config = copy.deepcopy(DEFAULT)
     config["trainer"]["loggers"] = ["csv", "tensorboard", "mlflow"]
     validate(config)
-    for cell in (("listops", "transformer", "xs", "random", 0),):
-        assert as_json(run_spec(config, *cell)) == as_json(run_spec(DEFAULT, *cell))
+    cell = grid.Cell("listops", "transformer", "xs", "random", 0)
+    assert as_json(run_spec(typed(config), cell)) == as_json(run_spec(typed(DEFAULT), cell))
 
 
 @pytest.mark.parametrize("schedule, seeds", [("cosine", "shared"), ("wsd", "per_seed")])
@@ -200,7 +201,7 @@ def test_budgeted_runs_get_distinct_names_and_one_store_per_study(tmp_path, monk
     MLflow run lands in the study's one store."""
     from scalestudy import trackers
     from scalestudy.study import grid
-    from scalestudy.study.specs import PretrainSpec, RunSpec, per_seed, pretrain_spec
+    from scalestudy.study.specs import PretrainSpec, RunSpec, pretrain_spec
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = copy.deepcopy(DEFAULT)
@@ -210,12 +211,10 @@ def test_budgeted_runs_get_distinct_names_and_one_store_per_study(tmp_path, monk
     config["train"]["schedule"] = schedule
     config["pretrain"]["seeds"] = seeds
     study_dir = tmp_path / "results" / "t"
-    runs = [(RunSpec.from_dict(run_spec(config, c.task, c.arch, c.size, c.prior, c.seed,
-                                        c.budget)), c)
-            for c in grid.cells(config["grid"])]
-    runs += [(PretrainSpec.from_dict(pretrain_spec(config, p.stage, p.task, p.arch, p.size,
-                                                   p.seed, p.budget)), p)
-             for p in grid.pretrain_cells(config["grid"], per_seed(config))]
+    study = typed(config)
+    runs = [(RunSpec.from_dict(run_spec(study, c)), c) for c in grid.cells(study.grid)]
+    runs += [(PretrainSpec.from_dict(pretrain_spec(study, p)), p)
+             for p in grid.pretrain_cells(study.grid, study.pretrain.per_seed)]
     assert len(runs) == 12 + 3 * (2 if seeds == "per_seed" else 1)
     for spec, cell in runs:
         spec = spec.placed(study_dir / cell.directory)  # as the job places it (training/job.py)

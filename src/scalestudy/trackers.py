@@ -199,10 +199,8 @@ def study_directory(spec, run_dir: Path) -> Path:
     """The study's results directory, whose stores (mlflow.db, wandb/) every run
     of the study shares: the one holding run_dir as its cell's directory, else
     (a run outside a study's results) run_dir itself."""
-    from ..study.grid import study_directory
-
     try:
-        return study_directory(run_dir, spec.cell)
+        return spec.cell.study_directory(run_dir)
     except ValueError:
         return Path(run_dir)
 
@@ -223,12 +221,12 @@ def hyperparameters(spec) -> dict:
     return flat
 
 
-def open_trackers(spec, run_dir: Path, names=None) -> list:
+def open_trackers(spec, run_dir: Path, names=None, resumes_at=lambda: None) -> list:
     """The Fabric loggers of a run (`names`: default `configured()`), its tracker
-    runs opened, continued where run_dir's checkpoint will be resumed."""
+    runs opened, continued where run_dir's checkpoint will be resumed
+    (`resumes_at()`: the step it resumes at, None for a fresh start; asked only
+    where a tracker keeps runs to continue)."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
-
-    from .resume import checkpoint_step
 
     names = tuple(configured() if names is None else names)
     require(names)
@@ -241,7 +239,7 @@ def open_trackers(spec, run_dir: Path, names=None) -> list:
     trackers = [TRACKERS[n] for n in names]
     resumed_step = ids = None
     if any(t.package for t in trackers):
-        resumed_step = checkpoint_step(run_dir, config_hash)
+        resumed_step = resumes_at()
         state = _read_state(run_dir)
         if resumed_step is not None and state.get("config_hash") == config_hash:
             ids = state.get("ids", {})

@@ -36,8 +36,9 @@ from .study import grid, resources, specs
 
 def prepare(workflow, config: dict, argv: list[str] | None = None):
     """Everything the workflow does while it is parsed (`argv`: Snakemake's
-    command line); returns the local GPUs (resources.local_gpus) that a GPU
-    study's jobs share."""
+    command line); returns the study's typed config (study.config.StudyConfig),
+    which everything below the workflow reads, `config` itself completed for
+    the rules."""
     from . import trackers
     from .study import check_memory, machine_memory, trains_in_host_memory, validate
     from .tasks import check_releases
@@ -50,15 +51,15 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     # runs: the schema and what it cannot express (scalestudy.study), which
     # completes `config` with the options the study does not state; then, for
     # jobs on this machine's RAM, each size's estimated training memory.
-    validate(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
-    if jobs_run_here(workflow) and trains_in_host_memory(config):
-        check_memory(config, machine_memory())
+    study = validate(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
+    if jobs_run_here(workflow) and trains_in_host_memory(study):
+        check_memory(study, machine_memory())
     # A task read from LRA's release (source: lra) needs its files before any job.
-    check_releases(config)
+    check_releases(study.tasks)
     # The jobs' trackers (trainer.loggers): by the environment, not the spec,
     # so that adding one reruns no job (scalestudy.trackers).
-    os.environ[trackers.ENV] = ",".join(config["trainer"]["loggers"])
-    return register_gpus(workflow, config)
+    os.environ[trackers.ENV] = ",".join(study.trainer.loggers)
+    return study
 
 
 def heal_records(workflow, records, collected) -> None:
@@ -224,20 +225,20 @@ def conda_env(workflow) -> str | None:
     return "../envs/scalestudy.yaml" if deploys else None
 
 
-def register_gpus(workflow, config: dict):
+def register_gpus(workflow, study) -> int:
     """A local GPU study runs no more GPU jobs at once than this process may
     use (or --resources gpu=N). Registered while the workflow is parsed:
     Snakemake builds its scheduler's limits from the resources it has then, and
     one registered later (at onstart) changes the count it shows, not the
     limit. Returns the local GPUs."""
     gpus = resources.local_gpus()
-    if (jobs_run_here(workflow) and gpus and resources.trains_on_gpus(config, gpus)
+    if (jobs_run_here(workflow) and gpus and resources.trains_on_gpus(study, gpus)
             and "gpu" not in workflow.global_resources):
         workflow.register_resource("gpu", gpus)
     return gpus
 
 
-def start_study(workflow, config: dict, out: str, gpus) -> None:
+def start_study(workflow, config: dict, study, out: str, gpus) -> None:
     """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
     its executor) a study names its accelerator. Jobs that run on this machine
     fork from one warm process that has torch, Lightning and the analysis
@@ -255,15 +256,15 @@ def start_study(workflow, config: dict, out: str, gpus) -> None:
     from .study import status as study_status
 
     if not workflow.local_exec:
-        check_cluster(config)
+        check_cluster(study)
     claim()  # this process holds locks (see scalestudy.locks)
     # The study's config as it runs, for `scalestudy status` (scalestudy.study.status).
     write_text(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False),
                os.path.join(out, study_status.CONFIG))
-    trackers.prepare(config["trainer"]["loggers"], config["study"], out)
+    trackers.prepare(study.trainer.loggers, study.study, out)
     if not workflow.local_exec:
         return
-    if gpus and resources.trains_on_gpus(config, gpus):
+    if gpus and resources.trains_on_gpus(study, gpus):
         slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
         os.environ[resources.SLOTS_ENV] = str(slots.resolve())
     from .cli import warm
@@ -289,71 +290,62 @@ def stop_rescheduling_timers() -> None:
             thread.cancel()
 
 
-# --- the jobs' specs and inputs, from their wildcards --------------------------------
+# --- the jobs' cells, specs and inputs, from their wildcards ----------------------------
 
-def _budget(config: dict, wildcards) -> float | None:
-    return grid.budget_of(config["grid"], wildcards.get("budget"))
-
-
-def train_spec(config: dict, wildcards) -> dict:
-    """A train job's RunSpec as the dict `scalestudy train` reads; as a rule
-    param (JSON), a change to it (steps, lr, the task's data...) reruns exactly
-    the runs it affects."""
-    return specs.run_spec(config, wildcards.get("task"), wildcards.get("arch"),
-                          wildcards.get("size"), wildcards.get("prior"),
-                          int(wildcards.get("seed")), _budget(config, wildcards))
-
-
-def pretraining_spec(config: dict, wildcards) -> dict:
-    """A pretrain job's PretrainSpec as the dict `scalestudy pretrain` reads."""
-    seed = wildcards.get("seed")
-    return specs.pretrain_spec(config, wildcards.get("stage"), wildcards.get("task"),
-                               wildcards.get("arch"), wildcards.get("size"),
-                               int(seed) if seed is not None else None,
-                               _budget(config, wildcards))
-
-
-def run_cell(config: dict, wildcards) -> grid.Cell:
+def run_cell(study, wildcards) -> grid.Cell:
     """A train job's grid cell, as its wildcards name it."""
     return grid.Cell(wildcards.get("task"), wildcards.get("arch"), wildcards.get("size"),
                      wildcards.get("prior"), int(wildcards.get("seed")),
-                     _budget(config, wildcards))
+                     grid.budget_of(study.grid, wildcards.get("budget")))
 
 
-def pretrain_run_cell(config: dict, wildcards) -> grid.PretrainCell:
-    """A pretrain job's run, as its wildcards name it."""
+def pretrain_run_cell(study, wildcards) -> grid.PretrainCell:
+    """A pretrain job's run, as its wildcards name it (its task only for a stage
+    on the task's own data, its seed only per seed: the rules' patterns)."""
     seed = wildcards.get("seed")
     return grid.PretrainCell(wildcards.get("stage"), wildcards.get("task"), wildcards.get("arch"),
                              wildcards.get("size"), int(seed) if seed is not None else None,
-                             _budget(config, wildcards))
+                             grid.budget_of(study.grid, wildcards.get("budget")))
 
 
-def trunk_record(config: dict, out: str, run, spec: dict) -> dict:
-    """A wsd branch's trunk (its spec's branch_of; `run` its cell): the trunk's
-    record, whose job saved the fork checkpoint the branch starts from
-    (training/branches.py); {} for every other run. The command finds the
-    trunk's directory beside its own (study.grid.trunk_beside): the train and
-    pretrain rules' shell commands and params stay those of the studies run
-    before budgets, which Snakemake would otherwise rerun (its code and params
-    rerun triggers)."""
-    if spec["train"].get("branch_of") is None:
+def train_spec(study, wildcards) -> dict:
+    """A train job's RunSpec as the dict `scalestudy train` reads; as a rule
+    param (JSON), a change to it (steps, lr, the task's data...) reruns exactly
+    the runs it affects."""
+    return specs.run_spec(study, run_cell(study, wildcards))
+
+
+def pretraining_spec(study, wildcards) -> dict:
+    """A pretrain job's PretrainSpec as the dict `scalestudy pretrain` reads."""
+    return specs.pretrain_spec(study, pretrain_run_cell(study, wildcards))
+
+
+def trunk_record(study, out: str, run) -> dict:
+    """A wsd branch's trunk (`run`, a Cell or PretrainCell whose budget sets its
+    own length): the trunk's record, whose job saved the fork checkpoint the
+    branch starts from (training/branches.py); {} for every other run. The
+    command finds the trunk's directory beside its own (study.grid.trunk_beside):
+    the train and pretrain rules' shell commands and params stay those of the
+    studies run before budgets, which Snakemake would otherwise rerun (its code
+    and params rerun triggers)."""
+    trunk = grid.trunk_of(run, study.grid) if run.trains_budget else None
+    if study.train.schedule != "wsd" or trunk is None:
         return {}
-    return {"trunk": f"{out}/{grid.trunk_of(run, config['grid']).directory}/record.parquet"}
+    return {"trunk": f"{out}/{trunk.directory}/record.parquet"}
 
 
-def pretrain_inputs(config: dict, out: str, wildcards) -> dict:
+def pretrain_inputs(study, out: str, wildcards) -> dict:
     """A pretrain job's inputs besides its corpus: its trunk's record, if a branch."""
-    return trunk_record(config, out, pretrain_run_cell(config, wildcards),
-                        pretraining_spec(config, wildcards))
+    return trunk_record(study, out, pretrain_run_cell(study, wildcards))
 
 
-def train_inputs(config: dict, out: str, wildcards) -> dict:
+def train_inputs(study, out: str, wildcards) -> dict:
     """A train job's inputs besides its task's data: the pretraining record
     (and so its checkpoint) that the run's prior loads or matches, and its
     trunk's record, if a branch."""
-    cell = run_cell(config, wildcards)
+    cell = run_cell(study, wildcards)
     inputs = {}
-    needed = grid.pretrain_cell(cell, specs.per_seed(config))
+    needed = grid.pretrain_cell(cell, study.pretrain.per_seed)
     if needed:
         inputs["pretrained"] = f"{out}/{needed.directory}/record.parquet"
-    return {**inputs, **trunk_record(config, out, cell, train_spec(config, wildcards))}
+    return {**inputs, **trunk_record(study, out, cell)}

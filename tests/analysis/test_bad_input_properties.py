@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from scalestudy import errors
 from scalestudy.cli.parser import run_command
 from scalestudy.records import SCHEMA, read_records
+from scalestudy.study.config import StudyConfig
 
 from tests.support import ROOT
 from tests.support.studies import DECLARED_STUDY
@@ -389,7 +390,7 @@ def test_status_names_every_corrupt_record_and_counts_the_rest(n, derandomize):
     config["study"] = "s"
     config["grid"].update(archs=["transformer"], sizes=["xxs", "xs"], priors=["random"],
                           seeds=[0, 1])
-    grid_cells = cells(config["grid"])
+    grid_cells = cells(StudyConfig.from_dict(config).grid)
     row = dict.fromkeys(SCHEMA.names[1:])
 
     @given(st.data())

@@ -11,56 +11,63 @@ import yaml
 from scalestudy.study import ConfigError, costs, grid, specs, validate
 
 from tests.support import ROOT
-from tests.support.studies import DECLARED_STUDY, dry_run, job_counts, workflow_copy
+from tests.support.studies import DECLARED_STUDY, dry_run, job_counts, typed, workflow_copy
+
+DECLARED = typed(DECLARED_STUDY)
 
 
-def study(**grid_changes) -> dict:
+def study(schedule: str | None = None, **grid_changes) -> dict:
     config = copy.deepcopy(DECLARED_STUDY)
     config["grid"].update(grid_changes)
+    if schedule:
+        config["train"]["schedule"] = schedule
     return config
 
 
 def test_without_budgets_the_cells_and_directories_are_unchanged():
-    cells = grid.cells(DECLARED_STUDY["grid"])
+    cells = grid.cells(DECLARED.grid)
     assert all(c.budget is None for c in cells)
     assert cells[0].directory == "runs/listops/transformer/xxs/random/s0"
-    pre = grid.pretrain_cells(DECLARED_STUDY["grid"])
+    pre = grid.pretrain_cells(DECLARED.grid)
     assert "pretrain/upstream/transformer/xxs" in [p.directory for p in pre]
 
 
 def test_budgets_multiply_the_cells_and_add_a_directory_segment():
-    config = study(budgets=[3e11, 1e11])
-    plain, budgeted = grid.cells(DECLARED_STUDY["grid"]), grid.cells(config["grid"])
+    config = typed(study(budgets=[3e11, 1e11]))
+    plain, budgeted = grid.cells(DECLARED.grid), grid.cells(config.grid)
     assert len(budgeted) == 2 * len(plain)
     assert {c.budget for c in budgeted} == {1e11, 3e11}
     one = grid.Cell("listops", "s4", "xs", "upstream", 1, 3e11)
     assert one.directory == "runs/listops/s4/xs/b3e+11/upstream/s1"
     assert grid.pretrain_cell(one).directory == "pretrain/upstream/s4/xs/b3e+11"
-    assert grid.budget_of(config["grid"], "1e+11") == 1e11
+    assert grid.budget_of(config.grid, "1e+11") == 1e11
     with pytest.raises(ValueError, match="not in grid.budgets"):
-        grid.budget_of(config["grid"], "2e+11")
+        grid.budget_of(config.grid, "2e+11")
 
 
 def test_the_budget_sets_the_pretraining_when_the_prior_pretrains_else_the_task_run():
-    config = study(budgets=[1e11, 3e11])
-    upstream = specs.run_spec(config, "listops", "s4", "xs", "upstream", 0, 1e11)
+    config = typed(study(budgets=[1e11, 3e11]))
+    upstream = specs.run_spec(config, grid.Cell("listops", "s4", "xs", "upstream", 0, 1e11))
     assert "budget" not in upstream["train"]  # a finetuning run keeps train.max_steps
-    pre = specs.pretrain_spec(config, "upstream", None, "s4", "xs", None, 1e11)
+    pre = specs.pretrain_spec(config, grid.PretrainCell("upstream", None, "s4", "xs", None, 1e11))
     assert pre["train"]["budget"] == 1e11 and "branch_of" not in pre["train"]  # cosine
-    scratch = specs.run_spec(config, "listops", "s4", "xs", "random", 0, 3e11)
+    scratch = specs.run_spec(config, grid.Cell("listops", "s4", "xs", "random", 0, 3e11))
     assert scratch["train"]["budget"] == 3e11
 
 
 def test_under_wsd_the_largest_budget_is_the_trunk_and_the_others_branch_from_it():
-    config = study(budgets=[1e11, 3e11, 1e12])
-    config["train"]["schedule"] = "wsd"
-    trunk = specs.pretrain_spec(config, "upstream", None, "s4", "xs", None, 1e12)["train"]
-    branch = specs.pretrain_spec(config, "upstream", None, "s4", "xs", None, 1e11)["train"]
+    config = typed(study("wsd", budgets=[1e11, 3e11, 1e12]))
+    trunk = specs.pretrain_spec(config, upstream_run(1e12))["train"]
+    branch = specs.pretrain_spec(config, upstream_run(1e11))["train"]
     assert trunk["forks"] == [1e11, 3e11] and "branch_of" not in trunk
     assert branch["branch_of"] == 1e12 and "forks" not in branch
     cell = grid.PretrainCell("upstream", None, "s4", "xs", None, 1e11)
     assert grid.trunk_directory("results/x/pretrain/upstream/s4/xs/b1e+11", cell, 1e12) \
         .as_posix() == "results/x/pretrain/upstream/s4/xs/b1e+12"
+
+
+def upstream_run(budget: float) -> grid.PretrainCell:
+    return grid.PretrainCell("upstream", None, "s4", "xs", None, budget)
 
 
 def test_a_budget_buys_the_ceiling_of_its_steps():
@@ -95,14 +102,16 @@ class Wildcards(dict):
 def test_priorities_and_runtime_scale_with_the_budget():
     from scalestudy.study.resources import sized
 
-    config = study(budgets=[1e11, 1e12])
-    small = costs.pretrain_priority(config, "upstream", None, "s", 1e11)
-    large = costs.pretrain_priority(config, "upstream", None, "s", 1e12)
+    config = typed(study(budgets=[1e11, 1e12]))
+    small = costs.pretrain_priority(config, grid.PretrainCell("upstream", None, "x", "s", None,
+                                                              1e11))
+    large = costs.pretrain_priority(config, grid.PretrainCell("upstream", None, "x", "s", None,
+                                                              1e12))
     assert large > small
     runtime = sized(config, "runtime", "pretrain")
     wildcards = Wildcards(size="s", arch="transformer", budget="1e+12", stage="upstream")
     steps, _ = costs.budget_steps_estimate(config, "pretrain", None, "transformer", "s", 1e12)
-    want = math.ceil(config["resources"]["runtime"] * steps / config["pretrain"]["max_steps"])
+    want = math.ceil(config.resources.runtime * steps / config.pretrain.max_steps)
     assert runtime(wildcards, 1) == want and runtime(wildcards, 2) == 2 * want
     # A finetuning run is not budgeted: its runtime is the study's.
     train = sized(config, "runtime", "train")
@@ -158,25 +167,23 @@ def test_a_budgeted_run_spec_is_its_cell_with_its_budget(schedule):
     finetuning run's too (its pretraining spends it: pretrain_budget, in
     neither the JSON nor the hash, so that the run's rule param and hash are
     the ones it had before the field)."""
-    config = study(budgets=[1e11, 3e11, 1e12])
-    config["train"]["schedule"] = schedule
-    for cell in grid.cells(config["grid"]):
-        made = specs.run_spec(config, cell.task, cell.arch, cell.size, cell.prior, cell.seed,
-                              cell.budget)
+    config = typed(study(schedule, budgets=[1e11, 3e11, 1e12]))
+    for cell in grid.cells(config.grid):
+        made = specs.run_spec(config, cell)
         assert "pretrain_budget" not in made
         spec = specs.RunSpec.from_dict(made)
-        placed = spec.placed(f"results/{config['study']}/{cell.directory}")
+        placed = spec.placed(f"results/{config.study}/{cell.directory}")
         assert placed.cell == cell
-        assert (placed.pretrain_budget is None) == cell.budgets_task_run
+        assert (placed.pretrain_budget is None) == cell.trains_budget
         assert placed.config_hash() == spec.config_hash()
 
 
 def test_the_study_directory_is_the_one_holding_a_run_directory():
     cell = grid.Cell("listops", "s4", "xs", "upstream", 1, 3e11)
-    assert grid.study_directory(f"results/x/{cell.directory}", cell).as_posix() == "results/x"
-    assert grid.study_directory(cell.directory, cell).as_posix() == "."
+    assert cell.study_directory(f"results/x/{cell.directory}").as_posix() == "results/x"
+    assert cell.study_directory(cell.directory).as_posix() == "."
     with pytest.raises(ValueError, match="not the directory of a run"):
-        grid.study_directory("results/x/runs/listops/s4/xs/upstream/s1", cell)
+        cell.study_directory("results/x/runs/listops/s4/xs/upstream/s1")
     assert grid.trunk_beside("elsewhere", cell, 1e12) is None
     assert grid.trunk_beside(f"r/{cell.directory}", cell, None) is None
     assert grid.trunk_beside(f"r/{cell.directory}", cell, 1e12).as_posix() == \
@@ -193,17 +200,14 @@ def test_the_study_directory_is_the_one_holding_a_run_directory():
 ASCENDING, DESCENDING = [1e11, 3e11, 1e12], [1e12, 3e11, 1e11]
 
 
-def wsd_study(budgets) -> dict:
-    config = copy.deepcopy(DECLARED_STUDY)
-    config["grid"]["budgets"] = list(budgets)
-    config["train"]["schedule"] = "wsd"
-    return config
+def wsd_study(budgets):
+    return typed(study("wsd", budgets=list(budgets)))
 
 
 @pytest.mark.parametrize("order", [ASCENDING, DESCENDING, [3e11, 1e12, 1e11]])
 def test_the_largest_budget_is_the_trunk_in_any_listed_order(order):
-    g = wsd_study(order)["grid"]
-    assert grid.budgets(g) == ASCENDING
+    g = wsd_study(order).grid
+    assert g.budgets == tuple(ASCENDING)
     for cell in (grid.Cell("listops", "s4", "xs", "random", 0, 0.0),
                  grid.PretrainCell("upstream", None, "s4", "xs", None, 0.0)):
         trunk = cell.__class__(**{**vars(cell), "budget": 1e12})
@@ -218,12 +222,11 @@ def test_the_largest_budget_is_the_trunk_in_any_listed_order(order):
 def test_descending_budgets_give_the_ascending_specs():
     up, down = wsd_study(ASCENDING), wsd_study(DESCENDING)
     for budget in ASCENDING:
-        pre = [specs.pretrain_spec(c, "upstream", None, "s4", "xs", None, budget)["train"]
-               for c in (up, down)]
-        task = [specs.run_spec(c, "listops", "s4", "xs", "random", 0, budget)["train"]
+        pre = [specs.pretrain_spec(c, upstream_run(budget))["train"] for c in (up, down)]
+        task = [specs.run_spec(c, grid.Cell("listops", "s4", "xs", "random", 0, budget))["train"]
                 for c in (up, down)]
         assert pre[0] == pre[1] and task[0] == task[1]
-    trunk = specs.pretrain_spec(down, "upstream", None, "s4", "xs", None, 1e12)["train"]
-    branch = specs.pretrain_spec(down, "upstream", None, "s4", "xs", None, 1e11)["train"]
+    trunk = specs.pretrain_spec(down, upstream_run(1e12))["train"]
+    branch = specs.pretrain_spec(down, upstream_run(1e11))["train"]
     assert trunk["forks"] == [1e11, 3e11] and "branch_of" not in trunk
     assert branch["branch_of"] == 1e12 and "forks" not in branch

@@ -24,7 +24,7 @@ from scalestudy.study.config import (
 from scalestudy.study.schema import SCHEMA_PATH, load_schema
 from scalestudy.tasks import TASKS
 
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 SCHEMA = load_schema(str(SCHEMA_PATH))
 
@@ -104,13 +104,14 @@ def test_a_spec_leaves_out_a_field_where_its_rule_says():
     study that does not use them keeps its runs' identities); the trackers
     never reach a spec (adding one reruns nothing)."""
     config = load_study()
-    spec = specs.run_spec(config, "listops", "transformer", "xxs", "random", 0)
+    cell = grid.Cell("listops", "transformer", "xxs", "random", 0)
+    spec = specs.run_spec(typed(config), cell)
     assert not {"schedule", "decay_fraction", "budget", "budget_unit", "forks",
                 "branch_of"} & set(spec["train"])
     assert "loggers" not in spec["trainer"]
     tracked = copy.deepcopy(config)
     tracked["trainer"]["loggers"] = ["csv", "tensorboard"]
-    assert specs.run_spec(tracked, "listops", "transformer", "xxs", "random", 0) == spec
+    assert specs.run_spec(typed(tracked), cell) == spec
     wsd = spec_values(TrainConfig, {**config["train"], "schedule": "wsd", "decay_fraction": 0.3})
     assert (wsd["schedule"], wsd["decay_fraction"]) == ("wsd", 0.3)
     budgeted = spec_values(TrainConfig, dataclasses.asdict(
@@ -129,17 +130,19 @@ def test_budget_unit_stated_without_budgets_changes_no_run():
     tokens["train"]["budget_unit"] = "tokens"
     validate(tokens)
     assert tokens["train"]["budget_unit"] == "tokens" and not tokens["grid"]["budgets"]
-    for c in grid.cells(plain["grid"]):
-        args = (c.task, c.arch, c.size, c.prior, c.seed)
-        assert specs.run_spec(tokens, *args) == specs.run_spec(plain, *args), c
-    for p in grid.pretrain_cells(plain["grid"]):
-        args = (p.stage, p.task, p.arch, p.size, p.seed)
-        assert specs.pretrain_spec(tokens, *args) == specs.pretrain_spec(plain, *args), p
+    with_unit, without = typed(tokens), typed(plain)
+    for c in grid.cells(without.grid):
+        assert specs.run_spec(with_unit, c) == specs.run_spec(without, c), c
+    for p in grid.pretrain_cells(without.grid):
+        assert specs.pretrain_spec(with_unit, p) == specs.pretrain_spec(without, p), p
     for config, stated in ((tokens, True), (plain, False)):
         budgeted = copy.deepcopy(config)
         budgeted["grid"]["budgets"] = [1e11, 3e11]
-        scratch = specs.run_spec(budgeted, "listops", "s4", "xs", "random", 0, 3e11)["train"]
-        pre = specs.pretrain_spec(budgeted, "upstream", None, "s4", "xs", None, 1e11)["train"]
+        budgeted = typed(budgeted)
+        scratch = specs.run_spec(budgeted, grid.Cell("listops", "s4", "xs", "random", 0,
+                                                     3e11))["train"]
+        pre = specs.pretrain_spec(budgeted, grid.PretrainCell("upstream", None, "s4", "xs",
+                                                              None, 1e11))["train"]
         for train in (scratch, pre):
             assert ("budget_unit" in train) == stated
             assert train.get("budget_unit", "flops") == config["train"]["budget_unit"]

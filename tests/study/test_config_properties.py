@@ -18,7 +18,7 @@ from scalestudy.priors import PRIORS
 from scalestudy.study import GIB, ConfigError, specs, validate
 from scalestudy.study.costs import training_memory
 from scalestudy.study.grid import cells as grid_cells
-from scalestudy.study.grid import pretrain_cells, task_grid
+from scalestudy.study.grid import pretrain_cells
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.tasks import TASKS, task_config, upstream
 
@@ -76,19 +76,17 @@ def mutated_configs(draw):
     return config
 
 
-def job_specs(config):
+def job_specs(config, study):
     """Build what every job of the study parses: its task, upstream, run and
     pretraining specs, from the study's cells by the builders the Snakefile
-    uses (scalestudy.study)."""
+    uses (scalestudy.study), `study` the typed config validation returned."""
     for task in config["grid"]["tasks"]:
         task_config(task, config["tasks"].get(task, {}))
     upstream.config_from(config["upstream"])
-    for cell in grid_cells(config["grid"]):
-        RunSpec.from_dict(json.loads(specs.as_json(specs.run_spec(
-            config, cell.task, cell.arch, cell.size, cell.prior, cell.seed))))
-    for p in pretrain_cells(config["grid"]):
-        PretrainSpec.from_dict(json.loads(specs.as_json(specs.pretrain_spec(
-            config, p.stage, p.task, p.arch, p.size))))
+    for cell in grid_cells(study.grid):
+        RunSpec.from_dict(json.loads(specs.as_json(specs.run_spec(study, cell))))
+    for p in pretrain_cells(study.grid, study.pretrain.per_seed):
+        PretrainSpec.from_dict(json.loads(specs.as_json(specs.pretrain_spec(study, p))))
 
 
 TOP = {"config", *DEFAULT, "colour", "epochs", "extra"}
@@ -98,7 +96,7 @@ TOP = {"config", *DEFAULT, "colour", "epochs", "extra"}
 @given(mutated_configs())
 def test_a_config_is_a_valid_study_or_one_clear_error(config):
     try:
-        validate(config, SCHEMA, memory_bytes=MEMORY)
+        study = validate(config, SCHEMA, memory_bytes=MEMORY)
     except ConfigError as err:
         message = str(err)
         field = message.split(":", 1)[0]
@@ -106,7 +104,7 @@ def test_a_config_is_a_valid_study_or_one_clear_error(config):
         assert "\n" not in message and "Traceback" not in message
         assert len(message) < 1000
         return
-    job_specs(config)  # valid: every job's spec parses
+    job_specs(config, study)  # valid: every job's spec parses
 
 
 @pytest.mark.parametrize("value", [[], ["xs", "xs"]])
@@ -142,14 +140,14 @@ def test_unknown_names_and_keys_say_what_is_accepted():
 
 
 def test_a_task_sub_grid_stays_inside_the_grid():
-    """grid.per_task: a task of the grid, values of the grid's; task_grid then
+    """grid.per_task: a task of the grid, values of the grid's; GridConfig.of_task then
     gives the sub-grid's values where it states them and the grid's elsewhere."""
     config = copy.deepcopy(DEFAULT)
     config["grid"]["per_task"] = {"listops": {"sizes": ["xxs"], "seeds": [0]}}
-    validate(config, SCHEMA)
-    assert task_grid(config["grid"], "listops") == {
-        "archs": DEFAULT["grid"]["archs"], "sizes": ["xxs"],
-        "priors": DEFAULT["grid"]["priors"], "seeds": [0]}
+    study = validate(config, SCHEMA)
+    assert study.grid.of_task("listops") == {
+        "archs": tuple(DEFAULT["grid"]["archs"]), "sizes": ("xxs",),
+        "priors": tuple(DEFAULT["grid"]["priors"]), "seeds": (0,)}
     config["grid"]["per_task"] = {"listops": {"sizes": ["xxs", "m"]}}
     with pytest.raises(ConfigError, match=r"^grid\.per_task\.listops\.sizes: \['m'\] not in "
                                           r"grid\.sizes .*takes values of the grid"):

@@ -17,10 +17,11 @@ import yaml
 from scalestudy.study import grid, specs
 
 from tests.support.studies import DECLARED_STUDY as DEFAULT
-from tests.support.studies import workflow_copy
+from tests.support.studies import typed, workflow_copy
 
-GRID = {**DEFAULT["grid"], "archs": ["transformer"], "sizes": ["xxs"],
-        "priors": ["random", "spt", "upstream", "scratch_matched"], "seeds": [0, 1, 2]}
+GRID_SECTION = {**DEFAULT["grid"], "archs": ["transformer"], "sizes": ["xxs"],
+                "priors": ["random", "spt", "upstream", "scratch_matched"], "seeds": [0, 1, 2]}
+GRID = typed({**DEFAULT, "grid": GRID_SECTION}).grid
 
 
 def test_shared_pretraining_is_one_run_per_cell_per_seed_one_each():
@@ -45,14 +46,16 @@ def test_each_finetuning_seed_gets_the_pretraining_run_of_its_seed(prior):
 
 def test_the_pretraining_spec_has_the_seed_it_is_run_for():
     config = {**DEFAULT, "pretrain": {**DEFAULT["pretrain"], "seed": 7}}
-    assert specs.pretrain_spec(config, "spt", "listops", "transformer", "xxs")["seed"] == 7
-    per_seed = {**config, "pretrain": {**config["pretrain"], "seeds": "per_seed"}}
-    assert specs.pretrain_spec(per_seed, "spt", "listops", "transformer", "xxs", "2")["seed"] == 2
+    spt = grid.PretrainCell("spt", "listops", "transformer", "xxs")
+    assert specs.pretrain_spec(typed(config), spt)["seed"] == 7
+    per_seed = typed({**config, "pretrain": {**config["pretrain"], "seeds": "per_seed"}})
+    assert specs.pretrain_spec(per_seed, grid.PretrainCell("spt", "listops", "transformer",
+                                                           "xxs", 2))["seed"] == 2
     with pytest.raises(ValueError, match="per_seed: a pretraining run needs its seed"):
-        specs.pretrain_spec(per_seed, "spt", "listops", "transformer", "xxs")
+        specs.pretrain_spec(per_seed, spt)
     # Two seeds' specs differ, so each run has its own config hash.
-    a, b = (specs.pretrain_spec(per_seed, "upstream", None, "transformer", "xxs", s)
-            for s in (0, 1))
+    a, b = (specs.pretrain_spec(per_seed, grid.PretrainCell("upstream", None, "transformer",
+                                                            "xxs", s)) for s in (0, 1))
     assert a != b and {k: v for k, v in a.items() if k != "seed"} == {
         k: v for k, v in b.items() if k != "seed"}
 
@@ -87,10 +90,10 @@ def test_a_pretraining_spec_is_the_run_of_its_cell_shared_or_per_seed(seeds):
     pretraining run the DAG made the spec for, once placed in the directory
     the grid names for it; `per_seed`, which says so, is in neither the JSON
     (a rule param) nor the hash."""
-    config = {**DEFAULT, "grid": GRID, "pretrain": {**DEFAULT["pretrain"], "seeds": seeds}}
+    config = typed({**DEFAULT, "grid": GRID_SECTION,
+                    "pretrain": {**DEFAULT["pretrain"], "seeds": seeds}})
     for cell in grid.pretrain_cells(GRID, per_seed=seeds == "per_seed"):
-        made = specs.pretrain_spec(config, cell.stage, cell.task, cell.arch, cell.size,
-                                   cell.seed)
+        made = specs.pretrain_spec(config, cell)
         assert "per_seed" not in made
         spec = specs.PretrainSpec.from_dict(made)
         placed = spec.placed(f"results/study/{cell.directory}")

@@ -14,6 +14,7 @@ from scalestudy.study.specs import task_section
 from scalestudy.tasks import task_config
 
 from tests.support.studies import DECLARED_STUDY as DEFAULT
+from tests.support.studies import typed
 
 
 @pytest.mark.parametrize(("task", "field", "standin", "lra"), [
@@ -27,9 +28,11 @@ def test_the_default_is_the_sources_own(task, field, standin, lra):
     assert getattr(task_config(task, {"source": "lra"}), field) == lra
     # The run's spec states the value it gets.
     config = copy.deepcopy(DEFAULT)
+    config["grid"]["tasks"] = [task]
+    standin_study = typed(config)
     config["tasks"][task]["source"] = "lra"
-    assert task_section(config, task)[field] == lra
-    assert task_section(DEFAULT, task)[field] == standin
+    assert task_section(typed(config), task)[field] == lra
+    assert task_section(standin_study, task)[field] == standin
 
 
 def test_source_lra_alone_passes_the_study_check():
@@ -38,8 +41,7 @@ def test_source_lra_alone_passes_the_study_check():
     config = copy.deepcopy(DEFAULT)
     config["grid"].update(tasks=["image"], priors=["random", "spt"])
     config["tasks"]["image"]["source"] = "lra"
-    validate(config)
-    assert task_section(config, "image")["image_size"] == 32
+    assert task_section(validate(config), "image")["image_size"] == 32
 
 
 def test_an_explicit_contradiction_is_still_refused():

@@ -25,15 +25,14 @@ GOLDEN = DATA / "spec_hashes.json"
 PRESETS = ["default"] + sorted(p.stem for p in (ROOT / "config/studies").glob("*.yaml"))
 
 
-def study(*names: str) -> dict:
+def study(*names: str):
     """The config the workflow sees: config/config.yaml, the presets merged
-    over it in order as Snakemake merges --configfile files, validated."""
+    over it in order as Snakemake merges --configfile files, validated and typed."""
     config = load_study(*(ROOT / f"config/studies/{name}.yaml" for name in names
                           if name != "default"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        validate(config)
-    return config
+        return validate(config)
 
 
 def layers(name: str) -> list[str]:
@@ -45,17 +44,12 @@ def layers(name: str) -> list[str]:
 def spec_hashes(*names: str) -> dict[str, list[str]]:
     """run directory -> [sha256 of the spec's JSON (16 hex), its config_hash],
     of the study of `names` (one preset, or an overlay after its base)."""
-    config = study(*names)
-    per_seed = specs.per_seed(config)
+    typed = study(*names)
     out = {}
-    for cell in grid.cells(config["grid"]):
-        spec = specs.run_spec(config, cell.task, cell.arch, cell.size, cell.prior,
-                              cell.seed, cell.budget)
-        out[cell.directory] = _hashes(spec, specs.RunSpec)
-    for run in grid.pretrain_cells(config["grid"], per_seed):
-        spec = specs.pretrain_spec(config, run.stage, run.task, run.arch, run.size,
-                                   run.seed, run.budget)
-        out[run.directory] = _hashes(spec, specs.PretrainSpec)
+    for cell in grid.cells(typed.grid):
+        out[cell.directory] = _hashes(specs.run_spec(typed, cell), specs.RunSpec)
+    for run in grid.pretrain_cells(typed.grid, typed.pretrain.per_seed):
+        out[run.directory] = _hashes(specs.pretrain_spec(typed, run), specs.PretrainSpec)
     return out
 
 

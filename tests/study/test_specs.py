@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from scalestudy.study import specs
+from scalestudy.study import grid, specs
 from scalestudy.study.specs import PretrainSpec, RunSpec
 
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 BASE = {"study": "t", "task": "listops", "arch": "transformer", "size": "xxs",
         "prior": "random", "seed": 0}
@@ -35,19 +35,18 @@ def test_the_fraction_is_in_the_spec_a_study_writes_for_a_run_until_its_plateau(
     config = copy.deepcopy(DECLARED_STUDY)
     config["train"].update(until="plateau", decay_fraction=0.5)
     config["pretrain"]["until"] = "plateau"  # its cooldown is train's decay_fraction
-    run = specs.run_spec(config, "listops", "transformer", "xxs", "random", 0)
+    cell = grid.Cell("listops", "transformer", "xxs", "random", 0)
+    upstream = grid.PretrainCell("upstream", None, "transformer", "xxs")
+    run = specs.run_spec(typed(config), cell)
     assert run["train"]["decay_fraction"] == 0.5
-    pre = specs.pretrain_spec(config, "upstream", None, "transformer", "xxs", None)
+    pre = specs.pretrain_spec(typed(config), upstream)
     assert pre["train"]["decay_fraction"] == 0.5
     other = copy.deepcopy(config)
-    other["train"]["decay_fraction"] = 0.3
-    assert (RunSpec.from_dict(run).config_hash() != RunSpec.from_dict(
-        specs.run_spec(other, "listops", "transformer", "xxs", "random", 0)).config_hash())
-    pre_other = copy.deepcopy(config)
-    pre_other["train"]["decay_fraction"] = 0.3  # pretraining takes train's (no key of its own)
-    assert (PretrainSpec.from_dict(pre).config_hash() != PretrainSpec.from_dict(
-        specs.pretrain_spec(pre_other, "upstream", None, "transformer", "xxs",
-                            None)).config_hash())
+    other["train"]["decay_fraction"] = 0.3  # pretraining takes train's (no key of its own)
+    assert (RunSpec.from_dict(run).config_hash()
+            != RunSpec.from_dict(specs.run_spec(typed(other), cell)).config_hash())
+    assert (PretrainSpec.from_dict(pre).config_hash()
+            != PretrainSpec.from_dict(specs.pretrain_spec(typed(other), upstream)).config_hash())
 
 
 def test_without_the_plateau_or_wsd_the_fraction_is_unread_and_left_out():

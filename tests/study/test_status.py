@@ -22,6 +22,7 @@ from scalestudy.study.status import CONFIG, Run, Status, report, study_status
 
 from tests.support import ROOT
 from tests.support.studies import DECLARED_STUDY as DEFAULT
+from tests.support.studies import typed
 
 
 def record(cell: grid.Cell, status: str, wall: float, error: str = "") -> dict:
@@ -47,7 +48,7 @@ def four_cell_study(tmp_path) -> tuple[dict, Path]:
 
 def test_counts_failures_and_time(tmp_path):
     config, study_dir = four_cell_study(tmp_path)
-    cells = grid.cells(config["grid"])
+    cells = grid.cells(typed(config).grid)
     assert len(cells) == 4
     done, failed, running, pending = cells
     write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
@@ -65,7 +66,7 @@ def test_counts_failures_and_time(tmp_path):
         "done": 1, "running": 1, "failed": 1, "diverged": 0, "interrupted": 0, "corrupt": 0,
         "pending": 1}}
     assert status.spent == 40.0
-    flops = {c: costs.training_flops(config, c.task, c.size, c.prior) for c in cells}
+    flops = {c: costs.training_flops(typed(config), c.task, c.size, c.prior) for c in cells}
     rate = 40.0 / (flops[done] + flops[failed])
     assert status.left == rate * (flops[running] + flops[pending])
     text = report(status)
@@ -134,7 +135,7 @@ def test_the_status_of_a_study_with_a_diverged_and_an_interrupted_run(tmp_path):
     """Through study_status: a diverged record, and a started job whose
     Snakemake is gone (no holder recorded), from the files a study leaves."""
     config, study_dir = four_cell_study(tmp_path)
-    done, diverged, interrupted, pending = grid.cells(config["grid"])
+    done, diverged, interrupted, pending = grid.cells(typed(config).grid)
     write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
     write_record(record(diverged, "diverged", 10.0),
                  study_dir / diverged.directory / "record.parquet")
@@ -147,7 +148,7 @@ def test_the_status_of_a_study_with_a_diverged_and_an_interrupted_run(tmp_path):
     assert status.counts()["train scratch"] == {
         "done": 1, "running": 0, "failed": 0, "diverged": 1, "interrupted": 1, "corrupt": 0,
         "pending": 1}
-    flops = {c: costs.training_flops(config, c.task, c.size, c.prior)
+    flops = {c: costs.training_flops(typed(config), c.task, c.size, c.prior)
              for c in (done, diverged, interrupted, pending)}
     rate = 40.0 / (flops[done] + flops[diverged])
     assert status.left == pytest.approx(rate * (flops[interrupted] + flops[pending]))
@@ -158,7 +159,7 @@ def test_a_corrupt_record_is_listed_with_the_command_that_repairs_it(tmp_path):
     """A truncated record does not hide the other runs: it is counted `corrupt`,
     named with why, and the study's own snakemake command is the repair."""
     config, study_dir = four_cell_study(tmp_path)
-    done, broken, *_ = grid.cells(config["grid"])
+    done, broken, *_ = grid.cells(typed(config).grid)
     write_record(record(done, "ok", 30.0), study_dir / done.directory / "record.parquet")
     path = study_dir / broken.directory / "record.parquet"
     write_record(record(broken, "ok", 20.0), path)

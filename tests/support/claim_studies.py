@@ -15,7 +15,6 @@ from scalestudy.analysis.claims.check import Study
 from scalestudy.priors import PRIORS
 from scalestudy.stages import STAGES
 from scalestudy.study.config import load_study
-from scalestudy.study.grid import task_grid
 from scalestudy.study.specs import TrainConfig
 
 from tests.support import ROOT
@@ -126,6 +125,11 @@ def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float =
     test accuracy (after the noise; the same draws of `rng` either way)."""
     variant_alpha = variant_alpha or {}
     downstream_alpha = downstream_alpha or {}
+
+    def task_grid(grid: dict, task: str) -> dict:  # a task's grid.per_task over the grid
+        own = (grid.get("per_task") or {}).get(task, {})
+        return {key: own.get(key, grid[key]) for key in ("archs", "sizes", "priors", "seeds")}
+
     rows = []
     for task in grid["tasks"]:
         own = task_grid(grid, task)

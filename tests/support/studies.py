@@ -11,8 +11,7 @@ from pathlib import Path
 import yaml
 
 from scalestudy.study.config import DEFAULT_STUDY as DEFAULT_STUDY_FILE
-from scalestudy.study.config import fill_defaults, load_study
-from scalestudy.study.grid import task_grid
+from scalestudy.study.config import StudyConfig, fill_defaults, load_study
 
 from tests.support import ROOT
 
@@ -27,6 +26,12 @@ def declared_study() -> dict:
 
 
 DECLARED_STUDY = declared_study()
+
+
+def typed(config: dict) -> StudyConfig:
+    """A test's study config (a completed dict, as DECLARED_STUDY) typed, as the
+    workflow hands it to the package (validation would return the same)."""
+    return StudyConfig.from_dict(config)
 
 
 def workflow_copy(tmp_path: Path) -> Path:
@@ -79,7 +84,8 @@ def expected_jobs(preset: dict) -> dict[str, int]:
     train = on_task = 0
     upstream = set()
     for task in grid["tasks"]:
-        sub = task_grid(grid, task)
+        own = (grid.get("per_task") or {}).get(task, {})
+        sub = {key: own.get(key, grid[key]) for key in ("archs", "sizes", "priors", "seeds")}
         stages = {PRIORS[prior].needs for prior in sub["priors"]} - {None}
         cells = len(sub["archs"]) * len(sub["sizes"])
         seeds = sub["seeds"] if per_seed else [None]

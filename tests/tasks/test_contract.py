@@ -405,7 +405,7 @@ def test_a_missing_release_names_the_file_and_where(tmp_path, task):
         tasks.prepare(task, cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     with pytest.raises(tasks.MissingRelease) as missing:
-        tasks.check_releases({"grid": {"tasks": [task]}, "tasks": {task: cfg}})
+        tasks.check_releases({task: tasks.task_config(task, cfg)})
     message = str(missing.value)
     assert f"task {task} reads the LRA release" in message and "does not exist" in message
     config = tasks.task_config(task, cfg)

@@ -66,11 +66,13 @@ def test_a_test_fraction_is_refused_outside_its_range_and_for_cifar():
 def test_the_default_test_fraction_leaves_a_spec_as_it_was():
     from scalestudy.study import specs
 
-    from tests.support.studies import DECLARED_STUDY
+    from tests.support.studies import DECLARED_STUDY, typed
 
-    config = {**DECLARED_STUDY, "tasks": {"image": {"image_size": 16}}}
+    grid = {**DECLARED_STUDY["grid"], "tasks": ["image"]}
+    config = typed({**DECLARED_STUDY, "grid": grid, "tasks": {"image": {"image_size": 16}}})
     assert "test_fraction" not in specs.task_section(config, "image")
-    wider = {**DECLARED_STUDY, "tasks": {"image": {"image_size": 16, "test_fraction": 0.25}}}
+    wider = typed({**DECLARED_STUDY, "grid": grid,
+                   "tasks": {"image": {"image_size": 16, "test_fraction": 0.25}}})
     assert specs.task_section(wider, "image")["test_fraction"] == 0.25
 
 

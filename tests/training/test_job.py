@@ -12,7 +12,7 @@ from scalestudy.records import read_records
 from scalestudy.study import grid, specs
 from scalestudy.training import job, pretrain
 
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 
 @pytest.mark.parametrize("stage, task, seeds, seed, corpus", [
@@ -27,9 +27,9 @@ def test_a_failed_pretraining_record_is_named_by_the_spec_s_cell(tmp_path, monke
     config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11]
     config["pretrain"].update(seeds=seeds, seed=3)
-    spec = specs.PretrainSpec.from_dict(specs.pretrain_spec(config, stage, task, "s4", "xs",
-                                                            seed, 3e11))
-    out_dir = tmp_path / grid.PretrainCell(stage, task, "s4", "xs", seed, 3e11).directory
+    run = grid.PretrainCell(stage, task, "s4", "xs", seed, 3e11)
+    spec = specs.PretrainSpec.from_dict(specs.pretrain_spec(typed(config), run))
+    out_dir = tmp_path / run.directory
 
     def broken(*args):
         raise FileNotFoundError("no corpus")

@@ -21,6 +21,7 @@ from tests.support.studies import (
     dry_run,
     expected_jobs,
     job_counts,
+    typed,
     workflow_copy,
 )
 
@@ -100,8 +101,9 @@ def test_a_study_on_the_lra_release_says_where_to_put_it_when_it_is_missing(tmp_
 
 
 def lra_study(lra_dir, tasks=("listops",), source="lra") -> dict:
-    return {"grid": {"tasks": list(tasks)},
-            "tasks": {"listops": {"source": source, "lra_dir": str(lra_dir)}}}
+    """The task configs of a study's grid (what check_releases reads)."""
+    stated = {"listops": {"source": source, "lra_dir": str(lra_dir)}}
+    return {task: task_config(task, stated.get(task, {})) for task in tasks}
 
 
 def test_check_releases_names_the_task_the_directory_and_the_download(tmp_path):
@@ -127,7 +129,7 @@ def test_check_releases_passes_a_present_release_and_generated_tasks(tmp_path):
     check_releases(lra_study("lra/listops-1000"), root=tmp_path)
     check_releases(lra_study(tmp_path / "lra/listops-1000"))  # absolute
     check_releases(lra_study(tmp_path / "nowhere", source="generate"))
-    check_releases(DECLARED_STUDY)  # the default study generates its data
+    check_releases(typed(DECLARED_STUDY).tasks)  # the default study generates its data
 
 
 # --------------------------------------------------------------------------- defaults

@@ -23,7 +23,7 @@ from scalestudy.study import resources
 from scalestudy.study import status as study_status
 
 from tests.support import ROOT
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 
 class FakeWorkflow(SimpleNamespace):
@@ -51,7 +51,8 @@ def test_parsing_checks_the_config_and_sets_the_jobs_environment(clean_env, monk
     monkeypatch.setattr(resources, "local_gpus", lambda: 0)
     config = copy.deepcopy(DECLARED_STUDY)
     config["trainer"]["loggers"] = ["csv", "tensorboard"]
-    assert study_workflow.prepare(FakeWorkflow(), config) == 0
+    study = study_workflow.prepare(FakeWorkflow(), config)
+    assert study == typed(config) and study.trainer.loggers == ("csv", "tensorboard")
     assert os.environ[trackers.ENV] == "csv,tensorboard"
     assert os.environ["SCALESTUDY_ROOT"] == str(ROOT)
     config["grid"]["archs"] = ["no_such_arch"]
@@ -78,10 +79,10 @@ def test_only_a_study_whose_jobs_run_here_is_refused_by_this_machine_s_memory(
         with pytest.raises(study.ConfigError, match=r"grid.sizes: .* more than this machine's"):
             study_workflow.prepare(workflow, config)
     else:
-        assert study_workflow.prepare(workflow, config) == 0
+        assert study_workflow.prepare(workflow, config) == typed(config)
     roomy = copy.deepcopy(config)
     monkeypatch.setattr(study, "machine_memory", lambda: 1024 * study.GIB)
-    assert study_workflow.prepare(FakeWorkflow(where), roomy) == 0
+    assert study_workflow.prepare(FakeWorkflow(where), roomy) == typed(roomy)
 
 
 @pytest.mark.parametrize("where, clears", [("local", True), ("subprocess", True),
@@ -121,6 +122,7 @@ def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
     monkeypatch.setattr(resources, "local_gpus", lambda: 2)
     gpu = copy.deepcopy(DECLARED_STUDY)
     gpu["trainer"]["accelerator"] = "gpu"
+    gpu = typed(gpu)
     local = FakeWorkflow()
     assert study_workflow.register_gpus(local, gpu) == 2 and local.registered == {"gpu": 2}
     given = FakeWorkflow(global_resources={"gpu": 1})
@@ -130,7 +132,7 @@ def test_a_local_gpu_study_registers_its_gpus_unless_given(monkeypatch):
     study_workflow.register_gpus(cluster, gpu)
     cpu = copy.deepcopy(DECLARED_STUDY)
     cpu["trainer"]["accelerator"] = "cpu"
-    study_workflow.register_gpus(local := FakeWorkflow(), cpu)
+    study_workflow.register_gpus(local := FakeWorkflow(), typed(cpu))
     assert cluster.registered == {} and local.registered == {}
 
 
@@ -139,8 +141,8 @@ def test_an_auto_study_registers_the_gpus_of_a_machine_that_has_them(monkeypatch
     """accelerator: auto (the default) trains on the GPUs where there are some:
     their jobs share them as the gpu resource, as a gpu study's do."""
     monkeypatch.setattr(resources, "local_gpus", lambda: gpus)
-    auto = copy.deepcopy(DECLARED_STUDY)
-    assert auto["trainer"]["accelerator"] == "auto"
+    auto = typed(DECLARED_STUDY)
+    assert auto.trainer.accelerator == "auto"
     local = FakeWorkflow()
     assert study_workflow.register_gpus(local, auto) == gpus
     assert local.registered == ({"gpu": gpus} if gpus else {})
@@ -153,7 +155,7 @@ def test_the_study_starts_with_its_lock_config_slots_and_warm_server(tmp_path, m
     monkeypatch.setattr(warm, "start", lambda: started.append(1))
     config = copy.deepcopy(DECLARED_STUDY)
     config["trainer"]["accelerator"] = "gpu"
-    study_workflow.start_study(FakeWorkflow(), config, "results/default", 2)
+    study_workflow.start_study(FakeWorkflow(), config, typed(config), "results/default", 2)
     assert started == [1]
     assert locks.holders(Path(".snakemake"))  # this process holds the study's locks
     saved = yaml.safe_load((Path("results/default") / study_status.CONFIG).read_text())
@@ -173,19 +175,21 @@ def test_a_cluster_study_starts_no_warm_server(tmp_path, monkeypatch, clean_env)
     monkeypatch.setattr(warm, "start", lambda: pytest.fail("a warm server on a cluster"))
     config = copy.deepcopy(DECLARED_STUDY)
     with pytest.raises(ValueError, match="auto on a cluster"):  # it names its accelerator
-        study_workflow.start_study(FakeWorkflow("remote"), config, "results/default", 0)
+        study_workflow.start_study(FakeWorkflow("remote"), config, typed(config),
+                                   "results/default", 0)
     config["trainer"]["accelerator"] = "cpu"
-    study_workflow.start_study(FakeWorkflow("remote"), config, "results/default", 0)
+    study_workflow.start_study(FakeWorkflow("remote"), config, typed(config), "results/default",
+                               0)
     assert resources.SLOTS_ENV not in os.environ
     study_workflow.end_study()
 
 
-def budgeted(schedule: str, seeds: str) -> dict:
+def budgeted(schedule: str, seeds: str):
     config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11, 1e12]
     config["train"]["schedule"] = schedule
     config["pretrain"]["seeds"] = seeds
-    return config
+    return typed(config)
 
 
 def test_a_job_s_inputs_are_its_cell_s_pretraining_and_trunk():

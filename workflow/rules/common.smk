@@ -12,15 +12,18 @@ from scalestudy.analysis.stages import ANALYSIS_STAGES
 from scalestudy.stages import STAGES
 from scalestudy.study import costs, grid, resources, specs
 
-# Stale locks, the jobs' environment, the config check and the local GPUs
-# (scalestudy.workflow); LOCAL_GPUS, the GPUs a local GPU study's jobs share.
+# Stale locks, the jobs' environment and the config check (scalestudy.workflow):
+# STUDY, the typed config every function below reads (the rules' params read
+# `config`, completed by the check); LOCAL_GPUS, the GPUs a local GPU study's
+# jobs share.
 try:
-    LOCAL_GPUS = study_workflow.prepare(workflow, config)
+    STUDY = study_workflow.prepare(workflow, config)
 except ValueError as err:  # a study that cannot run: its one line, not a trace of the parse
     sys.exit(f"study config: {err}")
+LOCAL_GPUS = study_workflow.register_gpus(workflow, STUDY)
 CONDA_ENV = study_workflow.conda_env(workflow)
 
-OUT = f"results/{config['study']}"
+OUT = f"results/{STUDY.study}"
 # What each analysis stage writes (scalestudy.analysis.stages, the list
 # `scalestudy analyse` runs): the analysis rules' outputs.
 ARTIFACT = {name: f"{OUT}/{stage.artifact}" for name, stage in ANALYSIS_STAGES.items()}
@@ -32,17 +35,17 @@ LOGGED = " > {log:q} 2>&1 || {{ tail -n 15 {log:q} >&2; exit 1; }}"
 
 
 def start_study():
-    study_workflow.start_study(workflow, config, OUT, LOCAL_GPUS)
+    study_workflow.start_study(workflow, config, STUDY, OUT, LOCAL_GPUS)
 
 
 def end_study():
     study_workflow.end_study()
 
 
-GRID = config["grid"]
+GRID = STUDY.grid
 # grid.budgets: a dimension of the grid (scalestudy.study.grid); directories
 # get their b{budget} segment only when a study states budgets.
-BUDGETS = grid.budgets(GRID)
+BUDGETS = GRID.budgets
 
 
 def one_of(names):
@@ -53,17 +56,17 @@ def one_of(names):
 # Every wildcard is one of the grid's (validated) names, so no crafted target
 # path can make a rule write outside results/{study}/.
 wildcard_constraints:
-    task=one_of(GRID["tasks"]),
-    arch=one_of(GRID["archs"]),
-    size=one_of(GRID["sizes"]),
-    prior=one_of(GRID["priors"]),
+    task=one_of(GRID.tasks),
+    arch=one_of(GRID.archs),
+    size=one_of(GRID.sizes),
+    prior=one_of(GRID.priors),
     seed=r"\d+",
     budget=one_of([grid.budget_label(b) for b in BUDGETS]),
 
 
 RUN_DIR = f"{OUT}/{grid.budgeted(grid.RUN_DIR, bool(BUDGETS))}"
 # pretrain.seeds: per_seed gives each finetuning seed its own pretraining run.
-PER_SEED = specs.per_seed(config)
+PER_SEED = STUDY.pretrain.per_seed
 RECORDS = [f"{OUT}/{cell.directory}/record.parquet" for cell in grid.cells(GRID)]
 PRETRAIN_RECORDS = [f"{OUT}/{p.directory}/record.parquet"
                     for p in grid.pretrain_cells(GRID, PER_SEED)]
@@ -77,35 +80,33 @@ UPSTREAM_STAGES = [name for name, stage in STAGES.items() if not stage.on_task]
 def run_spec(wildcards):
     """The run's spec as JSON; as a rule param, a change to it (steps, lr, the
     task's data...) reruns exactly the runs it affects."""
-    return specs.as_json(study_workflow.train_spec(config, wildcards))
+    return specs.as_json(study_workflow.train_spec(STUDY, wildcards))
 
 
 def pretrain_spec(wildcards):
-    return specs.as_json(study_workflow.pretraining_spec(config, wildcards))
+    return specs.as_json(study_workflow.pretraining_spec(STUDY, wildcards))
 
 
 def pretrain_trunk(wildcards):
     """A pretraining branch's trunk record ({} for every other pretraining run)."""
-    return study_workflow.pretrain_inputs(config, OUT, wildcards)
+    return study_workflow.pretrain_inputs(STUDY, OUT, wildcards)
 
 
 def train_inputs(wildcards):
     """The task's data, plus the pretraining record (and so its checkpoint)
     that the run's prior loads or matches, and a wsd branch's trunk record."""
     return {"data": rules.task_data.output,
-            **study_workflow.train_inputs(config, OUT, wildcards)}
+            **study_workflow.train_inputs(STUDY, OUT, wildcards)}
 
 
 # Longest first: a job's priority is the estimated FLOPs of the longest chain
 # of runs it starts (scalestudy.study.costs).
 def train_priority(wildcards):
-    return costs.train_priority(config, wildcards.task, wildcards.size, wildcards.prior,
-                                grid.budget_of(GRID, wildcards.get("budget")))
+    return costs.train_priority(STUDY, study_workflow.run_cell(STUDY, wildcards))
 
 
 def pretrain_priority(wildcards):
-    return costs.pretrain_priority(config, wildcards.stage, wildcards.get("task"),
-                                   wildcards.size, grid.budget_of(GRID, wildcards.get("budget")))
+    return costs.pretrain_priority(STUDY, study_workflow.pretrain_run_cell(STUDY, wildcards))
 
 
 # Cluster resources of the jobs that train (config["resources"], profiles/slurm).
@@ -121,15 +122,15 @@ localrules:
     claims,
 
 
-TRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS)
-PRETRAINING_RESOURCES = resources.training_resources(config, gpus=LOCAL_GPUS,
+TRAINING_RESOURCES = resources.training_resources(STUDY, gpus=LOCAL_GPUS)
+PRETRAINING_RESOURCES = resources.training_resources(STUDY, gpus=LOCAL_GPUS,
                                                      section="pretrain")
 # trainer.threads for each process of a run: one per device under DDP.
-JOB_THREADS = resources.job_threads(config)
+JOB_THREADS = resources.job_threads(STUDY)
 
 
 def cpu_runs(wildcards):
     """On a cluster, CPU runs share one group, which profiles/slurm submits N
     at a time (group-components) instead of one sbatch per run; GPU runs go
     alone, and a workstation runs every job as its own."""
-    return None if resources.gpu_study(config) or workflow.local_exec else "cpu_runs"
+    return None if resources.gpu_study(STUDY) or workflow.local_exec else "cpu_runs"

@@ -9,7 +9,7 @@ rule task_data:
         expand(f"{OUT}/data/{{{{task}}}}/{{split}}.npz", split=["train", "val", "test"]),
         manifest=f"{OUT}/data/{{task}}/manifest.json",
     params:
-        task_config=lambda wc: specs.as_json(specs.task_section(config, wc.task)),
+        task_config=lambda wc: specs.as_json(specs.task_section(STUDY, wc.task)),
         out_dir=lambda wc, output: os.path.dirname(output.manifest),
     log:
         f"{OUT}/logs/data/{{task}}.log",

@@ -15,8 +15,8 @@ from scalestudy.analysis.figures import Grid, grid_figures
 # (a study with budgets) are drawn from the frontier by frontier.smk's
 # frontier_figure rule, the others from the runs and fits here.
 DECLARED = grid_figures(
-    Grid.of(GRID["tasks"], GRID["archs"], GRID["sizes"], GRID["priors"],
-            config["train"]["protocol"], budgeted=bool(BUDGETS))
+    Grid.of(list(GRID.tasks), list(GRID.archs), list(GRID.sizes), list(GRID.priors),
+            STUDY.train.protocol, budgeted=bool(BUDGETS))
 )
 FIGURE_PNGS = [f"{ARTIFACT['figures']}/{name}.png" for name in DECLARED]
 FIGURE_PDFS = [f"{ARTIFACT['figures']}/{name}.pdf" for name in DECLARED]
@@ -46,7 +46,7 @@ rule figure:
     wildcard_constraints:
         figure=one_of([stem for stem, (fig, _) in DECLARED.items() if not fig.from_frontier]),
     params:
-        tasks=GRID["tasks"],
+        tasks=list(GRID.tasks),
         caption=lambda wc: DECLARED[wc.figure][0].caption,
         out_dir=lambda wc, output: os.path.dirname(output.png),
     log:
@@ -70,7 +70,7 @@ rule figure_index:
             labels={"figure": "index: drawn or why not"},
         ),
     params:
-        tasks=GRID["tasks"],
+        tasks=list(GRID.tasks),
     log:
         f"{OUT}/logs/figures/index.log",
     shell:

@@ -44,11 +44,11 @@ from pathlib import Path
 from ..architectures import ARCHITECTURES
 from ..priors import PRIORS
 from ..stages import STAGES
-from ..tasks import TASKS, task_config
+from ..tasks import TASKS
 from ..trackers import require as require_trackers
-from .config import StudyConfig, fill_defaults
+from .config import GridConfig, StudyConfig, fill_defaults
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
-from .grid import cells, pretrain_cells, stages_needed, task_grid
+from .grid import cells, pretrain_cells, stages_needed
 from .plateau import PLATEAU_MIN_VALIDATIONS
 from .resources import device_count, gpu_study, local_gpus, runtime
 from .schema import SCHEMA_PATH, ConfigError, ConfigWarning, check_schema, coerce_config
@@ -57,46 +57,48 @@ from .specs import batch_shares, trainer_section
 GIB = 2**30
 
 
-def check_per_task(grid: dict) -> None:
+def check_per_task(grid: GridConfig) -> None:
     """A sub-grid is of a task of the grid, and takes values of the grid's."""
-    per_task = grid.get("per_task") or {}
-    stray = sorted(set(per_task) - set(grid["tasks"]))
+    stray = sorted(set(grid.per_task) - set(grid.tasks))
     if stray:
         raise ConfigError(f"grid.per_task: {', '.join(stray)} not in grid.tasks "
-                          f"({grid['tasks']}); accepted: tasks of the grid")
-    for task, own in per_task.items():
+                          f"({list(grid.tasks)}); accepted: tasks of the grid")
+    for task, own in grid.per_task.items():
         for key, values in own.items():
-            outside = [v for v in values if v not in grid[key]]
+            outside = [v for v in values if v not in getattr(grid, key)]
             if outside:
                 raise ConfigError(f"grid.per_task.{task}.{key}: {outside} not in grid.{key} "
-                                  f"({grid[key]}); a task's sub-grid takes values of the grid")
+                                  f"({list(getattr(grid, key))}); a task's sub-grid takes "
+                                  f"values of the grid")
 
 
-def check_semantics(config: dict) -> None:
-    """The checks a JSON schema cannot express (config already schema-valid)."""
-    study = StudyConfig.from_dict(config)
+def typed(config: dict) -> StudyConfig:
+    """The typed config of a schema-valid study config; a task option its config
+    dataclass refuses (tasks/<task>.py) as a ConfigError."""
+    try:
+        return StudyConfig.from_dict(config)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_semantics(study: StudyConfig) -> None:
+    """The checks a JSON schema cannot express (the config already typed)."""
     grid, train, pretrain = study.grid, study.train, study.pretrain
     check_per_task(grid)
-    forced = ([f"prior {p}" for p in grid["priors"] if PRIORS[p].causal]
+    forced = ([f"prior {p}" for p in grid.priors if PRIORS[p].causal]
               + [f"pretraining stage {s}" for s in sorted(stages_needed(grid))
                  if STAGES[s].causal])
     if train.causal or forced:
-        no_causal = [arch for arch in grid["archs"] if not ARCHITECTURES[arch].causal]
+        no_causal = [arch for arch in grid.archs if not ARCHITECTURES[arch].causal]
         why = "train.causal: true" if train.causal else forced[0]
         if no_causal:
             raise ConfigError(
                 f"grid.archs: {', '.join(no_causal)} has no causal mode ({why}); "
                 f"drop it from the grid, or set train.causal: false and drop causal priors"
             )
-    task_configs = {}
-    for task in grid["tasks"]:
-        try:  # each task's config dataclass checks itself (tasks/<task>.py)
-            task_configs[task] = task_config(task, study.tasks.get(task, {}))
-        except (TypeError, ValueError) as err:
-            raise ConfigError(str(err)) from None
-    every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
+    every_prior = {p for task in grid.tasks for p in grid.of_task(task)["priors"]}
     stages = stages_needed(grid)
-    if grid.get("budgets"):
+    if grid.budgets:
         for section, schedule in (("train", train), ("pretrain", pretrain)):
             if schedule.until != "max_steps":
                 raise ConfigError(
@@ -117,18 +119,19 @@ def check_semantics(config: dict) -> None:
                 f"{schedule.val_every}) to find a plateau in ({section}.until: plateau); "
                 f"accepted: at least {PLATEAU_MIN_VALIDATIONS * schedule.val_every}"
             )
-    if stages and not grid.get("budgets") and pretrain.val_every > pretrain.max_steps:
+    if stages and not grid.budgets and pretrain.val_every > pretrain.max_steps:
         raise ConfigError(
             f"pretrain.val_every: {pretrain.val_every} exceeds pretrain.max_steps "
             f"{pretrain.max_steps}: no validation, so no best checkpoint; accepted: "
             f"1 to pretrain.max_steps"
         )
-    refused = check_budgets(config)
+    refused = check_budgets(study)
     if refused:
         raise ConfigError(refused)
     seq_len = study.upstream.seq_len
-    for task, cfg in task_configs.items():
-        upstream_stages = {PRIORS[p].pretrain for p in task_grid(grid, task)["priors"]} - {None}
+    for task in grid.tasks:
+        cfg = study.task(task)
+        upstream_stages = {PRIORS[p].pretrain for p in grid.of_task(task)["priors"]} - {None}
         if any(not STAGES[s].on_task for s in upstream_stages) and cfg.seq_len > seq_len:
             raise ConfigError(
                 f"tasks.{task}: its length {cfg.seq_len} exceeds upstream.seq_len {seq_len}, "
@@ -137,14 +140,13 @@ def check_semantics(config: dict) -> None:
             )
 
 
-def check_schedules(config: dict) -> None:
+def check_schedules(study: StudyConfig) -> None:
     """A schedule a run would follow to the letter and still not mean: a warm-up
     as long as the run (the learning rate never reaches its peak), or a
     validation interval longer than the run (no validation on the way: its
     curve is one point). A budgeted run's steps come from its budget
     (costs.check_budgets judges its warm-up)."""
-    study = StudyConfig.from_dict(config)
-    if study.grid.get("budgets"):
+    if study.grid.budgets:
         return
     sections = [("train", study.train)]
     if stages_needed(study.grid):
@@ -163,18 +165,17 @@ def check_schedules(config: dict) -> None:
             f"{schedule.max_steps}")
 
 
-def check_batches(config: dict) -> None:
+def check_batches(study: StudyConfig) -> None:
     """Every run's batch splits over its devices and into its micro-batches."""
-    study = StudyConfig.from_dict(config)
     world = device_count(study.trainer.devices)
     if not world:  # "auto", -1: checked where the run starts
         return
     grid = study.grid
-    runs = [("train", task, size) for task in grid["tasks"]
-            for size in task_grid(grid, task)["sizes"]]
+    runs = [("train", task, size) for task in grid.tasks
+            for size in grid.of_task(task)["sizes"]]
     runs += [("pretrain", p.task, p.size) for p in pretrain_cells(grid)]
     for section, task, size in runs:
-        micro = trainer_section(config, task, size)["micro_batch"]
+        micro = trainer_section(study, task, size)["micro_batch"]
         try:
             batch_shares(getattr(study, section).batch_size, world, micro, section)
         except ValueError as err:
@@ -182,44 +183,41 @@ def check_batches(config: dict) -> None:
             raise ConfigError(f"{err}{where}") from None
 
 
-def check_cluster(config: dict) -> None:
+def check_cluster(study: StudyConfig) -> None:
     """On a cluster a study names its accelerator."""
-    if StudyConfig.from_dict(config).trainer.accelerator == "auto":
+    if study.trainer.accelerator == "auto":
         raise ConfigError(
             "trainer.accelerator: auto on a cluster asks SLURM for no GPU, so the jobs "
             "would train on whatever node they land on (a GPU study on CPUs); accepted "
             "with the SLURM profile: gpu (or cuda) for GPU jobs, cpu for CPU jobs")
 
 
-def gpu_runs(config: dict) -> list[tuple[str, str, str, str, int, int, int]]:
+def gpu_runs(study: StudyConfig) -> list[tuple[str, str, str, str, int, int, int]]:
     """(what, task, arch, size, sequences of a micro-batch, seq_len, vocab) of
     every training and pretraining run of the grid, the largest first per
     (arch, size, length)."""
-    study = StudyConfig.from_dict(config)
     grid, world = study.grid, device_count(study.trainer.devices) or 1
     runs = set()
     for cell in cells(grid):
-        micro = trainer_section(config, cell.task, cell.size)["micro_batch"]
+        micro = trainer_section(study, cell.task, cell.size)["micro_batch"]
         batch = micro or study.train.batch_size // world
         runs.add((f"tasks.{cell.task}", cell.task, cell.arch, cell.size,
                   batch * TASKS[cell.task].documents,
-                  task_config(cell.task, study.tasks.get(cell.task, {})).seq_len, 0))
+                  study.task(cell.task).seq_len, 0))
     for run in pretrain_cells(grid):
-        micro = trainer_section(config, run.task, run.size)["micro_batch"]
+        micro = trainer_section(study, run.task, run.size)["micro_batch"]
         batch = micro or study.pretrain.batch_size // world
-        seq_len = (task_config(run.task, study.tasks.get(run.task, {})).seq_len
-                   if run.task else study.upstream.seq_len)
+        seq_len = study.task(run.task).seq_len if run.task else study.upstream.seq_len
         runs.add((f"pretraining stage {run.stage}", run.task, run.arch, run.size, batch,
                   seq_len, VOCAB_BOUND))
     return sorted(runs, key=lambda r: (r[0], r[2], r[3]))
 
 
-def check_gpu_memory(config: dict) -> None:
+def check_gpu_memory(study: StudyConfig) -> None:
     """Refuse a run whose estimated GPU memory exceeds resources.gpu_mem_gb."""
-    study = StudyConfig.from_dict(config)
     limit = study.resources.gpu_mem_gb * 1e9
     precision = study.trainer.precision
-    for what, task, arch, size, batch, seq_len, vocab in gpu_runs(config):
+    for what, task, arch, size, batch, seq_len, vocab in gpu_runs(study):
         need = gpu_memory(arch, size, study.train.protocol, batch, seq_len, precision,
                           study.train.dropout, vocab)
         if need > limit:
@@ -234,25 +232,24 @@ def check_gpu_memory(config: dict) -> None:
                 f"grid (grid.per_task)")
 
 
-def check_runtimes(config: dict) -> None:
+def check_runtimes(study: StudyConfig) -> None:
     """Warn of the jobs whose estimated runtime exceeds resources.max_runtime.
     Capped, not refused: each attempt asks for max_runtime, SLURM's USR1
     before the limit has the run save last.ckpt, and the retry resumes there
     (docs/cluster.md), so such a job finishes over attempts; refusing it would
     leave its runtime to be cut to the same cap by hand. The warning names the
     attempts each needs, which the profile's retries must allow."""
-    study = StudyConfig.from_dict(config)
     cap = study.resources.max_runtime
     if not cap:
         return
     grid, over = study.grid, set()
     for cell in cells(grid):
-        minutes = runtime(config, "train", cell.task, cell.arch, cell.size, cell.prior,
+        minutes = runtime(study, "train", cell.task, cell.arch, cell.size, cell.prior,
                           cell.budget)
         budget = "" if cell.budget is None else f" of {cell.arch} at budget {cell.budget:g}"
         over.add((minutes, f"the {cell.task} runs{budget} at size {cell.size}"))
     for run in pretrain_cells(grid):
-        minutes = runtime(config, "pretrain", run.task, run.arch, run.size, None, run.budget)
+        minutes = runtime(study, "pretrain", run.task, run.arch, run.size, None, run.budget)
         budget = "" if run.budget is None else f" of {run.arch} at budget {run.budget:g}"
         where = f" on {run.task}" if run.task else ""
         over.add((minutes, f"the {run.stage} pretraining{where}{budget} at size {run.size}"))
@@ -267,11 +264,11 @@ def check_runtimes(config: dict) -> None:
             ConfigWarning, stacklevel=3)
 
 
-def trains_in_host_memory(config: dict) -> bool:
+def trains_in_host_memory(study: StudyConfig) -> bool:
     """Whether the study's jobs train in this machine's RAM: a CPU (or MPS, which
     shares it), or `auto` with no NVIDIA GPU here. GPU memory is checked apart
     (resources.gpu_mem_gb)."""
-    accelerator = StudyConfig.from_dict(config).trainer.accelerator
+    accelerator = study.trainer.accelerator
     return accelerator in ("cpu", "mps") or (accelerator == "auto" and not local_gpus())
 
 
@@ -280,16 +277,15 @@ def machine_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_memory(config: dict, memory_bytes: int) -> None:
+def check_memory(study: StudyConfig, memory_bytes: int) -> None:
     """Refuse a size whose estimated training memory exceeds `memory_bytes`."""
-    study = StudyConfig.from_dict(config)
     grid, train = study.grid, study.train
-    longest = max(task_config(t, study.tasks.get(t, {})).seq_len for t in grid["tasks"])
+    longest = max(study.task(t).seq_len for t in grid.tasks)
     runs = [(train.batch_size, longest)]
     if any(not STAGES[s].on_task for s in stages_needed(grid)):
         runs.append((study.pretrain.batch_size, study.upstream.seq_len))
     too_big, fits = [], []
-    for size in grid["sizes"]:
+    for size in grid.sizes:
         need, params, batch, seq_len = max(
             (*training_memory(size, train.protocol, b, t), b, t) for b, t in runs)
         (too_big if need > memory_bytes else fits).append((size, need, params, batch, seq_len))
@@ -305,28 +301,30 @@ def check_memory(config: dict, memory_bytes: int) -> None:
 
 
 def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
-             memory_bytes: int | None = None, cluster: bool = False) -> None:
-    """Raise one ConfigError for a study that cannot run; see the module
-    docstring. `cluster`: the jobs go to a scheduler (the SLURM profile).
-    Strings from Snakemake's --config are first read as the schema's integers,
-    numbers, booleans and nulls, and the options a study does not state are
-    filled in at their defaults, in `config` itself (study/schema.py `coerce`,
-    study/config.py `fill_defaults`): the workflow reads the completed config."""
+             memory_bytes: int | None = None, cluster: bool = False) -> StudyConfig:
+    """The typed config of a study that can run; else one ConfigError (see the
+    module docstring). `cluster`: the jobs go to a scheduler (the SLURM
+    profile). Strings from Snakemake's --config are first read as the schema's
+    integers, numbers, booleans and nulls, and the options a study does not
+    state are filled in at their defaults, in `config` itself (study/schema.py
+    `coerce`, study/config.py `fill_defaults`): the rules read the completed
+    config, the package the typed one."""
     coerce_config(config, schema_path)
     fill_defaults(config)
     check_schema(config, schema_path)
-    check_semantics(config)
-    check_schedules(config)
-    study = StudyConfig.from_dict(config)
+    study = typed(config)
+    check_semantics(study)
+    check_schedules(study)
     try:  # a tracker's package is installed (its extra named)
         require_trackers(list(study.trainer.loggers))
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    check_batches(config)
+    check_batches(study)
     if cluster:
-        check_cluster(config)
-    if gpu_study(config) and study.resources.gpu_mem_gb:
-        check_gpu_memory(config)
-    check_runtimes(config)
+        check_cluster(study)
+    if gpu_study(study) and study.resources.gpu_mem_gb:
+        check_gpu_memory(study)
+    check_runtimes(study)
     if memory_bytes is not None:
-        check_memory(config, memory_bytes)
+        check_memory(study, memory_bytes)
+    return study

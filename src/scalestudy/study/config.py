@@ -32,7 +32,7 @@ from ..analysis import X_AXES
 from ..analysis.stages import Options as Fitted  # the analysis's defaults, declared there
 from ..options import UNLESS_DEFAULT, defaults, option
 from ..stages import PRETRAIN_SEEDS
-from ..tasks import TASKS
+from ..tasks import TASKS, task_config
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STUDY = ROOT / "config" / "config.yaml"
@@ -58,13 +58,12 @@ def _never(values: dict) -> bool:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """How every grid cell trains (and, with `pretrain`'s schedule, how its
-    pretraining stage trains): AdamW, linear warm-up, then cosine decay to
-    10% of the peak learning rate (or warmup-stable-decay: schedule)."""
+class Schedule:
+    """The schedule a task run's `train` section and the pretraining stages'
+    `pretrain` section each state: declared once, for both."""
 
-    max_steps: int = option(90, """optimiser steps per run (scratch_matched adds spt's
-        pretraining compute); a budgeted run (grid.budgets) trains its budget's steps
+    max_steps: int = option(90, """optimiser steps per run (in train, scratch_matched adds
+        spt's pretraining compute); a budgeted run (grid.budgets) trains its budget's steps
         instead""", minimum=1)
     until: str = option("max_steps", """max_steps trains every run for max_steps steps;
         plateau stops a run at its validation loss's plateau (the best loss improved by
@@ -76,11 +75,20 @@ class TrainConfig:
         run (under ddp each device takes batch_size / devices); the record keeps it and the
         per-device share""", minimum=1)
     lr: float = option(2e-3, "peak learning rate of AdamW", exclusiveMinimum=0)
-    weight_decay: float = option(0.01, "AdamW weight decay (S4's A and dt have none)",
-                                 minimum=0)
     warmup_steps: int = option(9, """steps of linear learning-rate warm-up (the Fixup priors
         train without warm-up whatever this says)""", minimum=0)
-    val_every: int = option(45, "validate every this many steps", minimum=1)
+    val_every: int = option(45, """validate every this many steps, at most max_steps (a
+        pretraining stage's best checkpoint is chosen on validation)""", minimum=1)
+
+
+@dataclass(frozen=True)
+class TrainConfig(Schedule):
+    """How every grid cell trains (and, with `pretrain`'s schedule, how its
+    pretraining stage trains): AdamW, linear warm-up, then cosine decay to
+    10% of the peak learning rate (or warmup-stable-decay: schedule)."""
+
+    weight_decay: float = option(0.01, "AdamW weight decay (S4's A and dt have none)",
+                                 minimum=0)
     grad_clip: float = option(1.0, "clip the gradient norm to this value; 0 disables clipping",
                               minimum=0)
     dropout: float = option(0.0, "dropout probability in the backbone", minimum=0, maximum=1)
@@ -177,19 +185,10 @@ class TrainerConfig:
 
 
 @dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(Schedule):
     """The schedule of the pretraining stages (spt, upstream); the backbone's
     norm, protocol and dropout come from `train`, so finetuning fits it."""
 
-    max_steps: int = option(90, "optimiser steps of each pretraining stage", minimum=1)
-    until: str = option("max_steps", """as train.until, for the pretraining stages (their
-        validation loss is the held-out masked-token loss)""", enum=["max_steps", "plateau"])
-    batch_size: int = option(32, "sequences per pretraining step", minimum=1)
-    lr: float = option(2e-3, "peak learning rate of pretraining", exclusiveMinimum=0)
-    warmup_steps: int = option(9, "steps of linear learning-rate warm-up in pretraining",
-                               minimum=0)
-    val_every: int = option(45, """validate every this many steps (at most max_steps: the
-        best checkpoint is chosen on validation)""", minimum=1)
     seed: int = option(0, """the fixed seed of every pretraining stage under seeds: shared
         (a checkpoint is shared by all seeds of the grid)""", minimum=0)
     seeds: str = option("shared", """shared: one pretraining run per cell (seed `seed`),
@@ -208,8 +207,7 @@ class PretrainConfig:
     @property
     def schedule(self) -> dict:
         """The train keys this section states for the pretraining runs."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name in TRAIN_FIELDS}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Schedule)}
 
 
 @dataclass(frozen=True)
@@ -295,7 +293,6 @@ class ResourcesConfig:
 SECTIONS: dict[str, type] = {"train": TrainConfig, "trainer": TrainerConfig,
                              "pretrain": PretrainConfig, "upstream": UpstreamConfig,
                              "fit": FitConfig, "resources": ResourcesConfig}
-TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def fill_defaults(config: dict) -> dict:
@@ -362,15 +359,49 @@ def parse(kind: type, name: str, given: dict):
     return kind(**{k: tuple(v) if k in tuples else v for k, v in given.items()})
 
 
+GRID_KEYS = ("archs", "sizes", "priors", "seeds")
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """What a study trains (config/schema.yaml says what each key accepts): its
+    tasks, and for each the architectures, sizes, priors and seeds it trains
+    (the study's, or what its `per_task` sub-grid states instead), at each
+    budget (training FLOPs or tokens, smallest first; none without budgets).
+    study/grid.py makes its cells."""
+
+    tasks: tuple[str, ...]
+    archs: tuple[str, ...]
+    sizes: tuple[str, ...]
+    priors: tuple[str, ...]
+    seeds: tuple[int, ...]
+    per_task: dict = field(default_factory=dict)  # task -> {key of GRID_KEYS: tuple}
+    budgets: tuple[float, ...] = ()
+
+    def of_task(self, task: str) -> dict[str, tuple]:
+        """One task's archs, sizes, priors and seeds."""
+        own = self.per_task.get(task, {})
+        return {key: own.get(key, getattr(self, key)) for key in GRID_KEYS}
+
+
+def _grid(grid: dict) -> GridConfig:
+    return GridConfig(
+        **{key: tuple(grid[key]) for key in ("tasks", *GRID_KEYS)},
+        per_task={task: {key: tuple(values) for key, values in own.items()}
+                  for task, own in (grid.get("per_task") or {}).items()},
+        budgets=tuple(sorted(float(b) for b in grid.get("budgets") or [])))
+
+
 @dataclass(frozen=True)
 class StudyConfig:
-    """A study config as the package reads it: its grid and task sections as
-    given (study/grid.py and the task config dataclasses read them), every
-    other section typed."""
+    """A study's config, typed: what the package below the workflow reads
+    (workflow.prepare makes it once from the validated config). Every section
+    is its declaration's dataclass, the grid a GridConfig and the section of
+    each task of the grid its task config (tasks/<task>.py)."""
 
     study: str
-    grid: dict
-    tasks: dict
+    grid: GridConfig
+    tasks: dict = field(default_factory=dict)  # a task of the grid -> its config dataclass
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
@@ -380,10 +411,17 @@ class StudyConfig:
 
     @classmethod
     def from_dict(cls, config: dict) -> StudyConfig:
-        """The typed view of a validated study config (the workflow's `config`)."""
-        return cls(study=config["study"], grid=config["grid"], tasks=config.get("tasks", {}),
+        """The typed config of a validated study config (the workflow's `config`)."""
+        return cls(study=config["study"], grid=_grid(config["grid"]),
+                   tasks={name: task_config(name, (config.get("tasks") or {}).get(name, {}))
+                          for name in config["grid"]["tasks"]},
                    **{name: parse(kind, name, config.get(name, {}))
                       for name, kind in SECTIONS.items()})
+
+    def task(self, name: str):
+        """The config of task `name` (its declared defaults where the study
+        states none)."""
+        return self.tasks[name] if name in self.tasks else task_config(name, {})
 
 
 TASKS_DOC = """the options of each task's data, declared in src/scalestudy/tasks/<task>.py;

@@ -10,17 +10,15 @@ measured coefficients).
 
 from __future__ import annotations
 
-import functools
 import math
 
 from ..architectures import ARCHITECTURES
 from ..ladder import shape_for
 from ..priors import PRIORS
 from ..stages import STAGES
-from ..tasks import task_config
 from ..tasks.contract import BYTE_VOCAB
 from .config import StudyConfig
-from .grid import budget_label, task_grid
+from .grid import budget_label
 
 VOCAB_BOUND = 512  # above every vocabulary here (ListOps 18 ids, the byte corpus 259)
 FLOATS_PER_TOKEN_LAYER = 16  # activations kept for backward: attention, norms, residuals
@@ -117,14 +115,13 @@ def step_flops_estimate(arch: str, size: str, protocol: str, batch: int, seq_len
     return flops + 6.0 * batch * seq_len * shape.width * vocab
 
 
-def budget_steps_estimate(config: dict, section: str, task: str | None, arch: str, size: str,
-                          budget: float) -> tuple[int, float]:
+def budget_steps_estimate(study: StudyConfig, section: str, task: str | None, arch: str,
+                          size: str, budget: float) -> tuple[int, float]:
     """(estimated steps, estimated cost of a step in train.budget_unit) a budget buys a run of
     `section` (train: a task run of `task`; pretrain: a pretraining run, on
     `task`'s data or, task None, the upstream corpus)."""
-    study = StudyConfig.from_dict(config)
     schedule = getattr(study, section)
-    seq_len = task_seq_len(config, task) if task else study.upstream.seq_len
+    seq_len = study.task(task).seq_len if task else study.upstream.seq_len
     vocab = (BYTE_VOCAB if task is None else VOCAB_BOUND) if section == "pretrain" else 0
     per_step = step_flops_estimate(arch, size, study.train.protocol,
                                    schedule.batch_size, seq_len, vocab)
@@ -133,58 +130,42 @@ def budget_steps_estimate(config: dict, section: str, task: str | None, arch: st
     return math.ceil(budget / per_step), per_step
 
 
-def budget_flops(config: dict, section: str, task: str | None, size: str,
+def budget_flops(study: StudyConfig, section: str, task: str | None, size: str,
                  budget: float) -> float:
     """A budget's estimated FLOPs, for priorities: itself (budget_unit flops),
     or the vanilla transformer's 6 N D of its tokens."""
-    study = StudyConfig.from_dict(config)
     if study.train.budget_unit == "flops":
         return budget
-    seq_len = task_seq_len(config, task) if task else study.upstream.seq_len
+    seq_len = study.task(task).seq_len if task else study.upstream.seq_len
     batch = getattr(study, section).batch_size
     steps = math.ceil(budget / (batch * seq_len))
     return run_flops(size, study.train.protocol, batch, seq_len, steps)
 
 
-@functools.cache
-def _seq_len(task: str, section: str) -> int:
-    import json
-
-    return task_config(task, json.loads(section)).seq_len
-
-
-def task_seq_len(config: dict, task: str) -> int:
-    import json
-
-    own = StudyConfig.from_dict(config).tasks.get(task, {})
-    return _seq_len(task, json.dumps(own, sort_keys=True))
-
-
-def pretraining_flops(config: dict, stage: str, task: str | None, size: str,
+def pretraining_flops(study: StudyConfig, stage: str, task: str | None, size: str,
                       budget: float | None = None) -> float:
     """Estimated FLOPs of one pretraining run of `stage` (of a budget: the budget's)."""
     if budget is not None:
-        return budget_flops(config, "pretrain", task if STAGES[stage].on_task else None, size,
+        return budget_flops(study, "pretrain", task if STAGES[stage].on_task else None, size,
                             budget)
-    study = StudyConfig.from_dict(config)
-    tokens = task_seq_len(config, task) if STAGES[stage].on_task else study.upstream.seq_len
+    tokens = study.task(task).seq_len if STAGES[stage].on_task else study.upstream.seq_len
     return run_flops(size, study.train.protocol, study.pretrain.batch_size, tokens,
                      study.pretrain.max_steps)
 
 
-def training_flops(config: dict, task: str, size: str, prior: str,
+def training_flops(study: StudyConfig, task: str, size: str, prior: str,
                    budget: float | None = None) -> float:
     """Estimated FLOPs of one task run, with its pretraining's where its prior
     matches that compute; a cell's budget sets its task run's when its prior
     pretrains nothing (study.grid), else its pretraining's."""
-    train = StudyConfig.from_dict(config).train
+    train = study.train
     entry = PRIORS[prior]
     if budget is not None and entry.needs is None:
-        return budget_flops(config, "train", task, size, budget)
-    own = run_flops(size, train.protocol, train.batch_size, task_seq_len(config, task),
+        return budget_flops(study, "train", task, size, budget)
+    own = run_flops(size, train.protocol, train.batch_size, study.task(task).seq_len,
                     train.max_steps)
     matched = entry.matched_to
-    return own + (pretraining_flops(config, matched, task, size, budget) if matched else 0.0)
+    return own + (pretraining_flops(study, matched, task, size, budget) if matched else 0.0)
 
 
 # Longest first. Snakemake starts the ready jobs of highest priority, and a
@@ -198,47 +179,45 @@ def as_priority(flops: float) -> int:
     return round(100 * math.log10(max(flops, 1.0)))
 
 
-def train_priority(config: dict, task: str, size: str, prior: str,
-                   budget: float | None = None) -> int:
-    return as_priority(training_flops(config, task, size, prior, budget))
+def train_priority(study: StudyConfig, cell) -> int:
+    """A train job's priority: its cell's (a grid Cell's) estimated FLOPs."""
+    return as_priority(training_flops(study, cell.task, cell.size, cell.prior, cell.budget))
 
 
-def pretrain_priority(config: dict, stage: str, task: str | None, size: str,
-                      budget: float | None = None) -> int:
-    """The pretraining run's FLOPs plus those of the longest run that waits
-    for it (a stage on the upstream corpus serves every task)."""
-    grid = StudyConfig.from_dict(config).grid
-    tasks = [task] if STAGES[stage].on_task else grid["tasks"]
+def pretrain_priority(study: StudyConfig, run) -> int:
+    """A pretraining job's (`run`, a PretrainCell): its FLOPs plus those of the
+    longest run that waits for it (a stage on the upstream corpus serves every
+    task)."""
+    tasks = [run.task] if STAGES[run.stage].on_task else study.grid.tasks
     waiting = [
-        training_flops(config, t, size, prior, budget)
+        training_flops(study, t, run.size, prior, run.budget)
         for t in tasks
-        for prior in task_grid(grid, t)["priors"]
-        if PRIORS[prior].needs == stage
+        for prior in study.grid.of_task(t)["priors"]
+        if PRIORS[prior].needs == run.stage
     ]
-    own = pretraining_flops(config, stage, task, size, budget)
+    own = pretraining_flops(study, run.stage, run.task, run.size, run.budget)
     return as_priority(own + max(waiting, default=0.0))
 
 
-def budget_scale(config: dict, section: str, task: str | None, arch: str | None, size: str,
-                 budget: float | None) -> float:
+def budget_scale(study: StudyConfig, section: str, task: str | None, arch: str | None,
+                 size: str, budget: float | None) -> float:
     """How much longer than a run of `section`.max_steps a budgeted run
     trains (at least 1): its estimated steps over max_steps, for the runtime
     a cluster job asks for (study/resources.py)."""
     if budget is None:
         return 1.0
-    steps, _ = budget_steps_estimate(config, section, task, arch or "transformer", size, budget)
-    return max(1.0, steps / getattr(StudyConfig.from_dict(config), section).max_steps)
+    steps, _ = budget_steps_estimate(study, section, task, arch or "transformer", size, budget)
+    return max(1.0, steps / getattr(study, section).max_steps)
 
 
-def check_budgets(config: dict) -> str | None:
+def check_budgets(study: StudyConfig) -> str | None:
     """Why a budget cannot run, or None: every budgeted run of the grid
     (study.grid: a cell's pretraining when its prior pretrains, else its
     task run) must buy, by `budget_steps_estimate`, more steps than its
     warm-up. The run checks its counted FLOPs again (training/branches.py)."""
-    from .grid import budgets, cells, pretrain_cell
+    from .grid import cells, pretrain_cell
 
-    study = StudyConfig.from_dict(config)
-    if not budgets(study.grid):
+    if not study.grid.budgets:
         return None
     runs = set()
     for cell in cells(study.grid):
@@ -251,7 +230,7 @@ def check_budgets(config: dict) -> str | None:
                       f"the {pre.stage} pretraining of {pre.arch} at size {pre.size}"
                       + (f" on {pre.task}" if pre.task else "")))
     for section, task, arch, size, budget, what in sorted(runs, key=str):
-        steps, per_step = budget_steps_estimate(config, section, task, arch, size, budget)
+        steps, per_step = budget_steps_estimate(study, section, task, arch, size, budget)
         warmup = getattr(study, section).warmup_steps
         if steps <= warmup:
             unit = study.train.budget_unit

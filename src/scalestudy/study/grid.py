@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ..priors import PRIORS
 from ..stages import STAGES, seeded
+from .config import GridConfig
 
-GRID_KEYS = ("archs", "sizes", "priors", "seeds")
 RUN_DIR = "runs/{task}/{arch}/{size}/{prior}/s{seed}"
 
 
@@ -40,24 +40,35 @@ def budget_label(budget: float) -> str:
     return f"{float(budget):g}"
 
 
-def budgets(grid: dict) -> list[float]:
-    """The grid's budgets, smallest first ([] without budgets)."""
-    return sorted(float(b) for b in grid.get("budgets") or [])
-
-
-def budget_of(grid: dict, label: str | None) -> float | None:
+def budget_of(grid: GridConfig, label: str | None) -> float | None:
     """The budget a directory label names (None: no budget)."""
     if label is None:
         return None
-    for budget in budgets(grid):
+    for budget in grid.budgets:
         if budget_label(budget) == label:
             return budget
     raise ValueError(f"budget {label!r}: not in grid.budgets "
-                     f"({', '.join(map(budget_label, budgets(grid)))})")
+                     f"({', '.join(map(budget_label, grid.budgets))})")
+
+
+class Run:
+    """What a Cell and a PretrainCell share: a run with a directory under its
+    study's results."""
+
+    directory: str
+
+    def study_directory(self, run_dir) -> Path:
+        """The study's results directory holding `run_dir`, this run's
+        directory. ValueError if `run_dir` is not this run's."""
+        run_dir = Path(run_dir)
+        suffix = Path(self.directory).parts
+        if run_dir.parts[-len(suffix):] != suffix:
+            raise ValueError(f"{run_dir}: not the directory of a run {self.directory}")
+        return run_dir.parents[len(suffix) - 1]
 
 
 @dataclass(frozen=True)
-class Cell:
+class Cell(Run):
     """One training run of the grid."""
 
     task: str
@@ -73,7 +84,7 @@ class Cell:
             **{**vars(self), "budget": _label(self.budget)})
 
     @property
-    def budgets_task_run(self) -> bool:
+    def trains_budget(self) -> bool:
         """Whether the cell's budget sets its task run's length (a prior
         without pretraining), rather than its pretraining run's."""
         return self.budget is not None and PRIORS[self.prior].needs is None
@@ -84,7 +95,7 @@ def _label(budget: float | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class PretrainCell:
+class PretrainCell(Run):
     """One pretraining run: a stage's backbone of an arch x size (x task for a
     stage on the task's own data; None for one on the upstream corpus), of one
     finetuning seed (pretrain.seeds: per_seed) or shared by all (seed None)."""
@@ -97,6 +108,11 @@ class PretrainCell:
     budget: float | None = None
 
     @property
+    def trains_budget(self) -> bool:
+        """Whether a budget sets this run's length (as a Cell's may)."""
+        return self.budget is not None
+
+    @property
     def directory(self) -> str:
         pattern = seeded(budgeted(STAGES[self.stage].directory, self.budget is not None),
                          self.seed is not None)
@@ -104,19 +120,12 @@ class PretrainCell:
                               budget=_label(self.budget))
 
 
-def task_grid(grid: dict, task: str) -> dict[str, list]:
-    """One task's grid (archs, sizes, priors, seeds): the study's, or what its
-    grid.per_task sub-grid states instead."""
-    own = (grid.get("per_task") or {}).get(task, {})
-    return {key: own.get(key, grid[key]) for key in GRID_KEYS}
-
-
-def cells(grid: dict) -> list[Cell]:
+def cells(grid: GridConfig) -> list[Cell]:
     """Every training run of the grid, task by task."""
     out = []
-    every_budget = budgets(grid) or [None]
-    for task in grid["tasks"]:
-        own = task_grid(grid, task)
+    every_budget = grid.budgets or [None]
+    for task in grid.tasks:
+        own = grid.of_task(task)
         out += [Cell(task, arch, size, prior, seed, budget) for arch in own["archs"]
                 for size in own["sizes"] for budget in every_budget
                 for prior in own["priors"] for seed in own["seeds"]]
@@ -133,24 +142,13 @@ def pretrain_cell(cell: Cell, per_seed: bool = False) -> PretrainCell | None:
                         cell.size, cell.seed if per_seed else None, cell.budget)
 
 
-def trunk_of(run, grid: dict):
+def trunk_of(run, grid: GridConfig):
     """Under train.schedule wsd, the run (a Cell or PretrainCell with a
     budget) a budgeted run forks from: the same run at the grid's largest
     budget; None for that trunk itself, and without budgets."""
-    every = budgets(grid)
-    if run.budget is None or run.budget == every[-1]:
+    if run.budget is None or run.budget == grid.budgets[-1]:
         return None
-    return dataclasses.replace(run, budget=every[-1])
-
-
-def study_directory(run_dir, run) -> Path:
-    """The study's results directory holding `run_dir`, the directory of `run`
-    (a Cell or PretrainCell). ValueError if `run_dir` is not `run`'s."""
-    run_dir = Path(run_dir)
-    suffix = Path(run.directory).parts
-    if run_dir.parts[-len(suffix):] != suffix:
-        raise ValueError(f"{run_dir}: not the directory of a run {run.directory}")
-    return run_dir.parents[len(suffix) - 1]
+    return dataclasses.replace(run, budget=grid.budgets[-1])
 
 
 def trunk_directory(run_dir, own, trunk_budget: float) -> Path:
@@ -158,7 +156,7 @@ def trunk_directory(run_dir, own, trunk_budget: float) -> Path:
     PretrainCell) that runs in `run_dir`: the same results directory, at
     `trunk_budget`'s directory. ValueError if `run_dir` is not `own`'s."""
     try:
-        study = study_directory(run_dir, own)
+        study = own.study_directory(run_dir)
     except ValueError as err:
         raise ValueError(f"{err}, so its trunk's cannot be found beside it; give it "
                          f"(--trunk)") from None
@@ -177,20 +175,58 @@ def trunk_beside(run_dir, own, trunk_budget: float | None) -> Path | None:
         return None
 
 
-def forks_of(run, grid: dict) -> list[float]:
+def forks_of(run, grid: GridConfig) -> list[float]:
     """The budgets that fork from `run` (a trunk): every smaller budget."""
-    every = budgets(grid)
+    every = list(grid.budgets)
     return every[:-1] if run.budget is not None and run.budget == every[-1] else []
 
 
-def pretrain_cells(grid: dict, per_seed: bool = False) -> list[PretrainCell]:
+def cell_of(run_dir) -> Cell | PretrainCell | None:
+    """The run whose directory `run_dir` is (its last parts, under a study's
+    results directory): the exact inverse of a Cell's or PretrainCell's
+    `directory`; None for a directory outside a study's layout."""
+    parts = Path(run_dir).parts
+    seed = None
+    rest = list(parts)
+    if rest and rest[-1][:1] == "s" and rest[-1][1:].isdigit():
+        seed = int(rest.pop()[1:])
+    candidates = []
+    if seed is not None and len(rest) >= 5 and rest[-1] in PRIORS:
+        head, budget = _without_budget(rest[:-1])
+        if len(head) >= 4 and head[-4] == "runs":
+            candidates.append(Cell(head[-3], head[-2], head[-1], rest[-1], seed, budget))
+    head, budget = _without_budget(rest)
+    for n in (3, 4):  # pretrain/{stage}/{arch}/{size}, pretrain/{stage}/{task}/{arch}/{size}
+        if len(head) > n and head[-n - 1] == "pretrain" and head[-n] in STAGES:
+            task = head[-3] if n == 4 else None
+            candidates.append(PretrainCell(head[-n], task, head[-2], head[-1], seed, budget))
+    for run in candidates:
+        own = Path(run.directory).parts
+        if parts[-len(own):] == own:
+            return run
+    return None
+
+
+def _without_budget(parts: list[str]) -> tuple[list[str], float | None]:
+    """`parts` without a trailing b{budget} segment, and that budget."""
+    if parts and parts[-1][:1] == "b":
+        try:
+            budget = float(parts[-1][1:])
+        except ValueError:
+            return parts, None
+        if budget_label(budget) == parts[-1][1:]:
+            return parts[:-1], budget
+    return parts, None
+
+
+def pretrain_cells(grid: GridConfig, per_seed: bool = False) -> list[PretrainCell]:
     """Every pretraining run the grid needs, once each, in the order of their
     directories."""
     needed = {p for c in cells(grid) if (p := pretrain_cell(c, per_seed)) is not None}
     return sorted(needed, key=lambda p: p.directory)
 
 
-def stages_needed(grid: dict) -> set[str]:
+def stages_needed(grid: GridConfig) -> set[str]:
     """The pretraining stages some prior of the grid needs."""
-    every_prior = {p for task in grid["tasks"] for p in task_grid(grid, task)["priors"]}
+    every_prior = {p for task in grid.tasks for p in grid.of_task(task)["priors"]}
     return {PRIORS[p].needs for p in every_prior} - {None}

@@ -20,8 +20,8 @@ NVIDIA_DEVICES = Path("/dev")
 SLOTS_ENV = "SCALESTUDY_GPU_SLOTS"
 
 
-def gpu_study(config: dict) -> bool:
-    return StudyConfig.from_dict(config).trainer.accelerator in GPU_ACCELERATORS
+def gpu_study(study: StudyConfig) -> bool:
+    return study.trainer.accelerator in GPU_ACCELERATORS
 
 
 def driver_gpus() -> int:
@@ -55,10 +55,10 @@ def local_gpus(environ=None) -> int:
     return gpus if not gpus or visible is None else len(visible_ids(visible, gpus))
 
 
-def trains_on_gpus(config: dict, gpus: int) -> bool:
+def trains_on_gpus(study: StudyConfig, gpus: int) -> bool:
     """Whether the study's runs use GPUs on a machine that has `gpus`: a GPU
     study, or `auto` where there are GPUs."""
-    accelerator = StudyConfig.from_dict(config).trainer.accelerator
+    accelerator = study.trainer.accelerator
     return accelerator in GPU_ACCELERATORS or (accelerator == "auto" and gpus > 0)
 
 
@@ -76,17 +76,17 @@ def device_count(devices) -> int | None:
     return len([d for d in str(devices).split(",") if d.strip()])
 
 
-def devices_per_run(config: dict) -> int:
+def devices_per_run(study: StudyConfig) -> int:
     """How many devices one run trains on (`trainer.devices`; "auto" asks for one)."""
-    return device_count(StudyConfig.from_dict(config).trainer.devices) or 1
+    return device_count(study.trainer.devices) or 1
 
 
-def job_setting(config: dict, task: str | None, size: str, key: str, default=None):
+def job_setting(study: StudyConfig, task: str | None, size: str, key: str, default=None):
     """`key` (runtime, mem_mb, micro_batch) of the jobs of `task` (None: the
     upstream corpus's) at `size`: the most specific of
     resources.tasks.<task>.sizes.<size>, resources.tasks.<task>,
     resources.sizes.<size> and resources itself, else `default`."""
-    resources = StudyConfig.from_dict(config).resources
+    resources = study.resources
     own = resources.tasks.get(task, {})
     for level in (own.get("sizes", {}).get(size, {}), own, resources.sizes.get(size, {})):
         if key in level:
@@ -94,7 +94,7 @@ def job_setting(config: dict, task: str | None, size: str, key: str, default=Non
     return getattr(resources, key, default)
 
 
-def runtime(config: dict, section: str, task: str | None, arch: str | None, size: str,
+def runtime(study: StudyConfig, section: str, task: str | None, arch: str | None, size: str,
             prior: str | None = None, budget: float | None = None) -> int:
     """A job's runtime (minutes) on its first attempt, uncapped: job_setting's,
     and a budgeted run's (grid.budgets) scaled by its estimated steps over
@@ -104,15 +104,15 @@ def runtime(config: dict, section: str, task: str | None, arch: str | None, size
     from ..priors import PRIORS
     from . import costs
 
-    minutes = job_setting(config, task, size, "runtime")
+    minutes = job_setting(study, task, size, "runtime")
     budgets_this = section == "pretrain" or prior is None or PRIORS[prior].needs is None
     if budget is not None and budgets_this:
-        minutes = math.ceil(minutes * costs.budget_scale(config, section, task, arch, size,
+        minutes = math.ceil(minutes * costs.budget_scale(study, section, task, arch, size,
                                                          budget))
     return minutes
 
 
-def sized(config: dict, key: str, section: str = "train"):
+def sized(study: StudyConfig, key: str, section: str = "train"):
     """A job's runtime or mem_mb, times the attempt: a job that failed (out
     of time, out of memory) is retried with more. The runtime is `runtime`'s,
     at most resources.max_runtime (where set) on every attempt: a scheduler
@@ -125,40 +125,40 @@ def sized(config: dict, key: str, section: str = "train"):
     def value(wildcards, attempt):
         task, size = wildcards.get("task"), wildcards.size
         if key != "runtime":
-            return job_setting(config, task, size, key) * devices_per_run(config) * attempt
-        budget = budget_of(StudyConfig.from_dict(config).grid, wildcards.get("budget"))
-        minutes = runtime(config, section, task, wildcards.get("arch"), size,
+            return job_setting(study, task, size, key) * devices_per_run(study) * attempt
+        budget = budget_of(study.grid, wildcards.get("budget"))
+        minutes = runtime(study, section, task, wildcards.get("arch"), size,
                           wildcards.get("prior"), budget)
-        return capped_runtime(config, minutes * attempt)
+        return capped_runtime(study, minutes * attempt)
 
     return value
 
 
-def capped_runtime(config: dict, minutes: int) -> int:
+def capped_runtime(study: StudyConfig, minutes: int) -> int:
     """`minutes`, at most resources.max_runtime (0: no cap)."""
-    cap = StudyConfig.from_dict(config).resources.max_runtime
+    cap = study.resources.max_runtime
     return min(minutes, cap) if cap else minutes
 
 
-def job_threads(config: dict) -> int:
+def job_threads(study: StudyConfig) -> int:
     """The CPUs a training job asks for: trainer.threads (torch's threads of
     one process) for each of the run's devices, one process each under DDP."""
-    return StudyConfig.from_dict(config).trainer.threads * devices_per_run(config)
+    return study.trainer.threads * devices_per_run(study)
 
 
-def training_resources(config: dict, environ=os.environ, gpus: int = 0,
+def training_resources(study: StudyConfig, environ=os.environ, gpus: int = 0,
                        section: str = "train") -> dict:
     """The resources of a training (`section` train) or pretraining (pretrain)
     job; `gpus`, a workstation's (0 on a cluster, where `auto` is refused)."""
-    resources = StudyConfig.from_dict(config).resources
-    asked = {"runtime": sized(config, "runtime", section),
-             "mem_mb": sized(config, "mem_mb", section)}
+    resources = study.resources
+    asked = {"runtime": sized(study, "runtime", section),
+             "mem_mb": sized(study, "mem_mb", section)}
     for key in ("account", "partition"):
         name = getattr(resources, key) or environ.get(f"SCALESTUDY_SLURM_{key.upper()}", "")
         if name:
             asked[f"slurm_{key}"] = name
-    if trains_on_gpus(config, gpus):
-        asked["gpu"] = devices_per_run(config)
+    if trains_on_gpus(study, gpus):
+        asked["gpu"] = devices_per_run(study)
         if resources.gpu_model:
             asked["gpu_model"] = resources.gpu_model
     return asked

@@ -13,12 +13,11 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..options import spec_values
 from ..priors import PRIORS
 from ..stages import STAGES
-from ..tasks import stated_options, task_config
+from ..tasks import stated_options
 from . import grid
 from .config import StudyConfig, TrainConfig, TrainerConfig, parse
 from .resources import device_count, job_setting
@@ -52,7 +51,7 @@ class Spec:
     # Fields that say which run this is, not how it trains: never in the hash,
     # nor in the JSON `run_spec` and `pretrain_spec` write (a rule param, which
     # Snakemake reruns a finished job for when it changes); a job reads them
-    # from its run directory, which the grid named by the cell (`placed`).
+    # from its run directory, the directory of its cell (`placed`).
     identity_fields: tuple[str, ...] = ()
 
     @classmethod
@@ -72,21 +71,18 @@ class Spec:
         """Raises ValueError for a spec that cannot run."""
 
     def placed(self, run_dir):
-        """This spec with the identity fields its run directory states: the one
-        of `identity_choices` whose cell's directory `run_dir` is (under a
-        study's results); itself for a run outside a study's layout."""
-        parts = Path(run_dir).parts
-        for fields in self.identity_choices(parts):
-            spec = dataclasses.replace(self, **fields)
-            suffix = Path(spec.cell.directory).parts
-            if parts[-len(suffix):] == suffix:
-                return spec
-        return self
+        """This spec with the identity fields of the run its directory is
+        (grid.cell_of); itself for a directory outside a study's layout, or
+        one of another run."""
+        run = grid.cell_of(run_dir)
+        if run is None:
+            return self
+        spec = self.identified(run)
+        return spec if spec.cell == run else self
 
-    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
-        """The values the identity fields could take for a run in a directory
-        of these parts, most specific first."""
-        return [{}]
+    def identified(self, run):
+        """This spec with the identity fields that `run` (its cell) states."""
+        return self
 
     def config_hash(self) -> str:
         spec = dataclasses.asdict(self)
@@ -117,12 +113,12 @@ class RunSpec(Spec):
 
     identity_fields = ("pretrain_budget",)
 
-    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
-        """A finetuning run's cell budget is its directory's b<budget> segment."""
+    def identified(self, run):
+        """A finetuning run's cell budget is its pretraining's (its directory's
+        b<budget> segment)."""
         if self.train.budget is not None:
-            return [{}]
-        labels = [p[1:] for p in parts if p.startswith("b") and _is_budget_label(p[1:])]
-        return [*({"pretrain_budget": float(label)} for label in labels), {}]
+            return self
+        return dataclasses.replace(self, pretrain_budget=run.budget)
 
     @property
     def cell(self) -> grid.Cell:
@@ -160,9 +156,9 @@ class PretrainSpec(Spec):
     train_section = "pretrain"
     identity_fields = ("per_seed",)
 
-    def identity_choices(self, parts: tuple[str, ...]) -> list[dict]:
-        """A pretraining run per seed has its s<seed> segment; a shared one none."""
-        return [{"per_seed": True}, {}]
+    def identified(self, run):
+        """A pretraining run per seed has its seed in its directory; a shared one none."""
+        return dataclasses.replace(self, per_seed=run.seed is not None)
 
     def check(self) -> None:
         STAGES[self.kind]  # noqa: B018 (a stage of the registry, or UnknownName)
@@ -194,34 +190,22 @@ class PretrainSpec(Spec):
                                  self.train.budget)
 
 
-def _is_budget_label(text: str) -> bool:
-    """Whether `text` is a budget as the grid labels it (grid.budget_label)."""
-    try:
-        return grid.budget_label(float(text)) == text
-    except ValueError:
-        return False
-
-
-def task_section(config: dict, task: str) -> dict:
+def task_section(study: StudyConfig, task: str) -> dict:
     """A task's options as a spec states them: the study's section over the task
     config dataclass's defaults (as JSON values), without the options a spec
     states only away from their default (so adding one reruns nothing)."""
-    cfg = task_config(task, StudyConfig.from_dict(config).tasks.get(task, {}))
-    return stated_options(cfg)
+    return stated_options(study.task(task))
 
 
-def run_spec(config: dict, task: str, arch: str, size: str, prior: str, seed: int,
-             budget: float | None = None) -> dict:
+def run_spec(study: StudyConfig, cell: grid.Cell) -> dict:
     """The RunSpec of a grid cell, as the JSON-able dict `scalestudy train` reads."""
-    study = StudyConfig.from_dict(config)
-    cell = grid.Cell(task, arch, size, prior, int(seed), budget)
     train = study.train
-    if cell.budgets_task_run:
+    if cell.trains_budget:
         train = budget_fields(study, cell, train)
-    return {"study": study.study, "task": task, "arch": arch, "size": size,
-            "prior": prior, "seed": int(seed), "task_config": task_section(config, task),
+    return {"study": study.study, "task": cell.task, "arch": cell.arch, "size": cell.size,
+            "prior": cell.prior, "seed": cell.seed, "task_config": task_section(study, cell.task),
             "train": spec_values(TrainConfig, dataclasses.asdict(train)),
-            "trainer": trainer_section(config, task, size)}
+            "trainer": trainer_section(study, cell.task, cell.size)}
 
 
 def budget_fields(study: StudyConfig, run, train: TrainConfig) -> TrainConfig:
@@ -238,14 +222,14 @@ def budget_fields(study: StudyConfig, run, train: TrainConfig) -> TrainConfig:
     return dataclasses.replace(train, **fields)
 
 
-def trainer_section(config: dict, task: str | None, size: str) -> dict:
+def trainer_section(study: StudyConfig, task: str | None, size: str) -> dict:
     """The trainer section of a run of `task` (None: the upstream corpus) at
     `size`: the study's, with the micro-batch the resources section gives the
     task and size's jobs, if it gives one (what their GPU's memory allows)."""
-    trainer = StudyConfig.from_dict(config).trainer
+    trainer = study.trainer
     return spec_values(TrainerConfig, {
         **dataclasses.asdict(trainer),
-        "micro_batch": job_setting(config, task, size, "micro_batch", trainer.micro_batch)})
+        "micro_batch": job_setting(study, task, size, "micro_batch", trainer.micro_batch)})
 
 
 def pretrain_schedule(study: StudyConfig) -> TrainConfig:
@@ -254,33 +238,24 @@ def pretrain_schedule(study: StudyConfig) -> TrainConfig:
     return dataclasses.replace(study.train, **study.pretrain.schedule)
 
 
-def per_seed(config: dict) -> bool:
-    """Whether each finetuning seed has its own pretraining run (pretrain.seeds)."""
-    return StudyConfig.from_dict(config).pretrain.per_seed
-
-
-def pretrain_spec(config: dict, stage: str, task: str | None, arch: str, size: str,
-                  seed: int | None = None, budget: float | None = None) -> dict:
-    """The PretrainSpec of a stage's run for an arch x size (and task, for a
-    stage on the task's own data), as the dict `scalestudy pretrain` reads: of
-    finetuning seed `seed` under pretrain.seeds: per_seed, else pretrain.seed's."""
-    study = StudyConfig.from_dict(config)
-    entry = STAGES[stage]
-    seeded = study.pretrain.per_seed
-    if seeded and seed is None:
+def pretrain_spec(study: StudyConfig, run: grid.PretrainCell) -> dict:
+    """The PretrainSpec of a pretraining run (a PretrainCell: its seed is its
+    finetuning seed's under pretrain.seeds: per_seed, else pretrain.seed
+    trains it), as the dict `scalestudy pretrain` reads."""
+    entry = STAGES[run.stage]
+    if study.pretrain.per_seed and run.seed is None:
         raise ValueError("pretrain.seeds: per_seed: a pretraining run needs its seed")
     train = pretrain_schedule(study)
-    if budget is not None:
-        run = grid.PretrainCell(stage, task if entry.on_task else None, arch, size,
-                                seed if seeded else None, budget)
+    if run.budget is not None:
         train = budget_fields(study, run, train)
     return {
-        "study": study.study, "kind": stage, "corpus": entry.corpus(task),
-        "corpus_config": (task_section(config, task) if entry.on_task
+        "study": study.study, "kind": run.stage, "corpus": entry.corpus(run.task),
+        "corpus_config": (task_section(study, run.task) if entry.on_task
                           else dataclasses.asdict(study.upstream)),
-        "arch": arch, "size": size, "seed": int(seed) if seeded else study.pretrain.seed,
+        "arch": run.arch, "size": run.size,
+        "seed": run.seed if study.pretrain.per_seed else study.pretrain.seed,
         "span": study.pretrain.span, "train": spec_values(TrainConfig, dataclasses.asdict(train)),
-        "trainer": trainer_section(config, task if entry.on_task else None, size),
+        "trainer": trainer_section(study, run.task, run.size),
     }
 
 

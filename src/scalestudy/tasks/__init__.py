@@ -108,9 +108,10 @@ def stated_options(config) -> dict:
     return spec_values(type(config), json.loads(json.dumps(dataclasses.asdict(config))))
 
 
-def check_releases(config: dict, root: Path | str = ".") -> None:
-    """Refuse a study whose grid has a task that reads LRA's release
-    (`tasks.<task>.source: lra`) when its files are not in `lra_dir`.
+def check_releases(tasks: dict, root: Path | str = ".") -> None:
+    """Refuse a study one of whose tasks (`tasks`: the grid's tasks by name, each
+    its task config) reads LRA's release (`tasks.<task>.source: lra`) when
+    its files are not in `lra_dir`.
 
     Called by the workflow right after config validation, so a study that
     needs the release stops with one message before planning its jobs.
@@ -118,11 +119,10 @@ def check_releases(config: dict, root: Path | str = ".") -> None:
     directory).
     """
     problems = []
-    for task in config["grid"]["tasks"]:
-        cfg = config["tasks"].get(task, {})
-        if cfg.get("source") != "lra":
+    for task, task_cfg in tasks.items():
+        if task_cfg.source != "lra":
             continue
-        module, task_cfg = TASKS[task].module, task_config(task, cfg)
+        module = TASKS[task].module
         lra_dir = Path(task_cfg.lra_dir)
         where = lra_dir if lra_dir.is_absolute() else Path(root) / lra_dir
         expected = module.release_files(task_cfg)
