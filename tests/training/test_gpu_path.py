@@ -44,7 +44,7 @@ from scalestudy.training.task import run as train
 
 from tests.support import ROOT
 from tests.support.cells import TASK
-from tests.support.studies import DECLARED_STUDY
+from tests.support.studies import DECLARED_STUDY, typed
 
 TIMING = {"wall_seconds", "tokens_per_second"}
 
@@ -651,19 +651,19 @@ def test_a_local_gpu_study_runs_no_more_gpu_jobs_at_once_than_gpus(tmp_path):
 
 
 def test_gpu_runs_ask_for_the_gpu_resource_on_a_workstation_with_gpus():
-    asked = resources.training_resources(config(trainer={"accelerator": "auto"}), gpus=2)
-    assert asked["gpu"] == 1
-    assert "gpu" not in resources.training_resources(config(trainer={"accelerator": "cpu"}),
-                                                     gpus=2)
-    assert "gpu" not in resources.training_resources(config(), gpus=0)
-    assert resources.training_resources(config(trainer={"accelerator": "gpu", "devices": 2,
-                                                        "strategy": "ddp"}))["gpu"] == 2
+    def asked(gpus=0, **trainer):
+        return resources.training_resources(typed(config(trainer=trainer)), gpus=gpus)
+
+    assert asked(2, accelerator="auto")["gpu"] == 1
+    assert "gpu" not in asked(2, accelerator="cpu")
+    assert "gpu" not in asked(0)
+    assert asked(accelerator="gpu", devices=2, strategy="ddp")["gpu"] == 2
 
 
 def test_resources_per_task_and_size():
-    study = config(resources={"runtime": 30, "sizes": {"s": {"runtime": 60}},
-                              "tasks": {"pathx": {"runtime": 600,
-                                                  "sizes": {"s": {"runtime": 900}}}}})
+    study = typed(config(resources={"runtime": 30, "sizes": {"s": {"runtime": 60}},
+                                    "tasks": {"pathx": {"runtime": 600,
+                                                        "sizes": {"s": {"runtime": 900}}}}}))
     runtime = resources.sized(study, "runtime")
     cases = {("listops", "xs"): 30, ("listops", "s"): 60, ("pathx", "xs"): 600,
              ("pathx", "s"): 900, (None, "s"): 60}
@@ -683,32 +683,32 @@ def test_max_runtime_caps_every_attempt_and_warns_of_the_jobs_it_caps():
     lra = preset("lra")
     lra["resources"]["max_runtime"] = 1440
     with pytest.warns(ConfigWarning) as caught:
-        validate(lra, cluster=True)
+        capped = validate(lra, cluster=True)
     (warning,) = [str(w.message) for w in caught if w.category is ConfigWarning]
     assert warning.startswith("resources.max_runtime: 1440 minutes caps every attempt")
     assert "the retrieval runs at size base: 1600 minutes, 2 attempts" in warning
     assert "the text runs" not in warning  # 800 minutes: not capped
-    runtime = resources.sized(lra, "runtime")
+    runtime = resources.sized(capped, "runtime")
     retrieval = wildcards_of(task="retrieval", size="base", arch="s4", prior="random")
     assert [runtime(retrieval, attempt) for attempt in (1, 2, 3)] == [1440, 1440, 1440]
     text = wildcards_of(task="text", size="base", arch="s4", prior="random")
     assert [runtime(text, attempt) for attempt in (1, 2, 3)] == [800, 1440, 1440]
     # A study's pretraining jobs too (spt's stage on the task), and 0 caps nothing.
-    pretraining = resources.sized(lra, "runtime", "pretrain")
+    pretraining = resources.sized(capped, "runtime", "pretrain")
     assert pretraining(wildcards_of(task="retrieval", size="base", arch="s4",
                                     stage="spt"), 2) == 1440
     lra["resources"]["max_runtime"] = 0
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConfigWarning)
-        validate(lra, cluster=True)
-    assert resources.sized(lra, "runtime")(retrieval, 2) == 3200
+        uncapped = validate(lra, cluster=True)
+    assert resources.sized(uncapped, "runtime")(retrieval, 2) == 3200
 
 
 def test_a_ddp_job_asks_for_every_ranks_threads_and_memory():
     """Each rank is a process with trainer.threads threads that loads the whole splits."""
-    one = config(trainer={"threads": 4}, resources={"mem_mb": 8000})
-    two = config(trainer={"threads": 4, "devices": 2, "strategy": "ddp"},
-                 resources={"mem_mb": 8000})
+    one = typed(config(trainer={"threads": 4}, resources={"mem_mb": 8000}))
+    two = typed(config(trainer={"threads": 4, "devices": 2, "strategy": "ddp"},
+                       resources={"mem_mb": 8000}))
     xs = wildcards_of(task="listops", size="xs", arch="transformer", prior="random")
     assert resources.job_threads(one) == 4 and resources.job_threads(two) == 8
     assert resources.sized(one, "mem_mb")(xs, 1) == 8000
