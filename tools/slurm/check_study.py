@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalestudy.study.config import load_study
+from scalestudy.study.config import StudyConfig, load_study
 from scalestudy.study.grid import cells
 
 
 def main(name: str, preset: Path, jobcomp: Path) -> None:
-    expected = len(cells(load_study(preset)["grid"]))
+    expected = len(cells(StudyConfig.from_dict(load_study(preset)).grid))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
     assert len(records) == expected, f"{len(records)} run records, expected {expected}"
     runs = pd.read_parquet(f"results/{name}/runs.parquet")
