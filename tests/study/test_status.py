@@ -66,7 +66,7 @@ def test_counts_failures_and_time(tmp_path):
         "done": 1, "running": 1, "failed": 1, "diverged": 0, "interrupted": 0, "corrupt": 0,
         "pending": 1}}
     assert status.spent == 40.0
-    flops = {c: costs.training_flops(typed(config), c.task, c.size, c.prior) for c in cells}
+    flops = {c: costs.training_flops(typed(config), c) for c in cells}
     rate = 40.0 / (flops[done] + flops[failed])
     assert status.left == rate * (flops[running] + flops[pending])
     text = report(status)
@@ -148,7 +148,7 @@ def test_the_status_of_a_study_with_a_diverged_and_an_interrupted_run(tmp_path):
     assert status.counts()["train scratch"] == {
         "done": 1, "running": 0, "failed": 0, "diverged": 1, "interrupted": 1, "corrupt": 0,
         "pending": 1}
-    flops = {c: costs.training_flops(typed(config), c.task, c.size, c.prior)
+    flops = {c: costs.training_flops(typed(config), c)
              for c in (done, diverged, interrupted, pending)}
     rate = 40.0 / (flops[done] + flops[diverged])
     assert status.left == pytest.approx(rate * (flops[interrupted] + flops[pending]))

@@ -15,7 +15,6 @@ import math
 from ..architectures import ARCHITECTURES
 from ..ladder import shape_for
 from ..priors import PRIORS
-from ..stages import STAGES
 from ..tasks.contract import BYTE_VOCAB
 from .config import StudyConfig
 from .grid import budget_label
@@ -142,30 +141,32 @@ def budget_flops(study: StudyConfig, section: str, task: str | None, size: str,
     return run_flops(size, study.train.protocol, batch, seq_len, steps)
 
 
-def pretraining_flops(study: StudyConfig, stage: str, task: str | None, size: str,
-                      budget: float | None = None) -> float:
-    """Estimated FLOPs of one pretraining run of `stage` (of a budget: the budget's)."""
-    if budget is not None:
-        return budget_flops(study, "pretrain", task if STAGES[stage].on_task else None, size,
-                            budget)
-    tokens = study.task(task).seq_len if STAGES[stage].on_task else study.upstream.seq_len
-    return run_flops(size, study.train.protocol, study.pretrain.batch_size, tokens,
+def pretraining_flops(study: StudyConfig, run) -> float:
+    """Estimated FLOPs of one pretraining run (a PretrainCell; of a budget: the
+    budget's)."""
+    if run.budget is not None:
+        return budget_flops(study, "pretrain", run.task, run.size, run.budget)
+    tokens = study.task(run.task).seq_len if run.task else study.upstream.seq_len
+    return run_flops(run.size, study.train.protocol, study.pretrain.batch_size, tokens,
                      study.pretrain.max_steps)
 
 
-def training_flops(study: StudyConfig, task: str, size: str, prior: str,
-                   budget: float | None = None) -> float:
-    """Estimated FLOPs of one task run, with its pretraining's where its prior
-    matches that compute; a cell's budget sets its task run's when its prior
-    pretrains nothing (study.grid), else its pretraining's."""
+def training_flops(study: StudyConfig, cell) -> float:
+    """Estimated FLOPs of one task run (a grid Cell), with its pretraining's
+    where its prior matches that compute; a cell's budget sets its task run's
+    when its prior pretrains nothing (study.grid), else its pretraining's."""
+    from .grid import PretrainCell
+
     train = study.train
-    entry = PRIORS[prior]
-    if budget is not None and entry.needs is None:
-        return budget_flops(study, "train", task, size, budget)
-    own = run_flops(size, train.protocol, train.batch_size, study.task(task).seq_len,
+    if cell.trains_budget:
+        return budget_flops(study, "train", cell.task, cell.size, cell.budget)
+    own = run_flops(cell.size, train.protocol, train.batch_size, study.task(cell.task).seq_len,
                     train.max_steps)
-    matched = entry.matched_to
-    return own + (pretraining_flops(study, matched, task, size, budget) if matched else 0.0)
+    matched = PRIORS[cell.prior].matched_to
+    if matched is None:
+        return own
+    return own + pretraining_flops(study, PretrainCell(matched, cell.task, cell.arch, cell.size,
+                                                       None, cell.budget))
 
 
 # Longest first. Snakemake starts the ready jobs of highest priority, and a
@@ -181,22 +182,23 @@ def as_priority(flops: float) -> int:
 
 def train_priority(study: StudyConfig, cell) -> int:
     """A train job's priority: its cell's (a grid Cell's) estimated FLOPs."""
-    return as_priority(training_flops(study, cell.task, cell.size, cell.prior, cell.budget))
+    return as_priority(training_flops(study, cell))
 
 
 def pretrain_priority(study: StudyConfig, run) -> int:
     """A pretraining job's (`run`, a PretrainCell): its FLOPs plus those of the
     longest run that waits for it (a stage on the upstream corpus serves every
     task)."""
-    tasks = [run.task] if STAGES[run.stage].on_task else study.grid.tasks
+    from .grid import Cell
+
+    tasks = [run.task] if run.task else study.grid.tasks
     waiting = [
-        training_flops(study, t, run.size, prior, run.budget)
+        training_flops(study, Cell(t, run.arch, run.size, prior, run.seed or 0, run.budget))
         for t in tasks
         for prior in study.grid.of_task(t)["priors"]
         if PRIORS[prior].needs == run.stage
     ]
-    own = pretraining_flops(study, run.stage, run.task, run.size, run.budget)
-    return as_priority(own + max(waiting, default=0.0))
+    return as_priority(pretraining_flops(study, run) + max(waiting, default=0.0))
 
 
 def budget_scale(study: StudyConfig, section: str, task: str | None, arch: str | None,

@@ -107,6 +107,11 @@ class PretrainCell(Run):
     seed: int | None = None
     budget: float | None = None
 
+    def __post_init__(self):
+        # A stage on the upstream corpus serves every task: its run has none.
+        if self.task is not None and not STAGES[self.stage].on_task:
+            object.__setattr__(self, "task", None)
+
     @property
     def trains_budget(self) -> bool:
         """Whether a budget sets this run's length (as a Cell's may)."""
@@ -138,8 +143,8 @@ def pretrain_cell(cell: Cell, per_seed: bool = False) -> PretrainCell | None:
     stage = PRIORS[cell.prior].needs
     if stage is None:
         return None
-    return PretrainCell(stage, cell.task if STAGES[stage].on_task else None, cell.arch,
-                        cell.size, cell.seed if per_seed else None, cell.budget)
+    return PretrainCell(stage, cell.task, cell.arch, cell.size, cell.seed if per_seed else None,
+                        cell.budget)
 
 
 def trunk_of(run, grid: GridConfig):

@@ -185,9 +185,8 @@ class PretrainSpec(Spec):
     def cell(self) -> grid.PretrainCell:
         """The pretraining run of the grid this is (its seed when per seed, its
         budget)."""
-        return grid.PretrainCell(self.kind, self.corpus if self.stage.on_task else None,
-                                 self.arch, self.size, self.seed if self.per_seed else None,
-                                 self.train.budget)
+        return grid.PretrainCell(self.kind, self.corpus, self.arch, self.size,
+                                 self.seed if self.per_seed else None, self.train.budget)
 
 
 def task_section(study: StudyConfig, task: str) -> dict:

@@ -126,11 +126,11 @@ def study_status(study_dir: Path) -> Status:
     for p in grid.pretrain_cells(study.grid):
         status.runs.append(Run(f"pretrain {p.stage}", p.directory,
                                PRETRAIN_LOG.format(directory=p.directory),
-                               costs.pretraining_flops(study, p.stage, p.task, p.size)))
+                               costs.pretraining_flops(study, p)))
     for c in grid.cells(study.grid):
         status.runs.append(Run(f"train {PRIORS[c.prior].stage}", c.directory,
                                TRAIN_LOG.format(**vars(c)),
-                               costs.training_flops(study, c.task, c.size, c.prior)))
+                               costs.training_flops(study, c)))
     started = incomplete(workdir)
     for run in status.runs:
         record = study_dir / run.directory / "record.parquet"
