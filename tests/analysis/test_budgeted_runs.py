@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalestudy.analysis.claims import CLAIMS, Study
+from scalestudy.analysis.claims import CLAIMS, Evidence
 from scalestudy.analysis.claims.check import NO_DATA
 from scalestudy.analysis.figures import FIGURES
 from scalestudy.analysis.figures.output import NotDrawn
@@ -66,7 +66,7 @@ def test_a_figure_of_budgeted_runs_is_not_drawn_and_says_why(name, tmp_path):
 
 
 def test_a_per_size_claim_leaves_budgeted_runs_out():
-    study = Study.of(budgeted(RUNS), pd.DataFrame(), n_boot=50)
+    study = Evidence.of(budgeted(RUNS), pd.DataFrame(), n_boot=50)
     scopes = CLAIMS["vanilla_scales_best_upstream"].scopes(study)
     assert [s.verdict for s in scopes] == [NO_DATA]
     assert "only budgeted runs" in scopes[0].measurement

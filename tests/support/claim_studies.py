@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.analysis.claims import CLAIMS
-from scalestudy.analysis.claims.check import Study
+from scalestudy.analysis.claims.check import Evidence
 from scalestudy.priors import PRIORS
 from scalestudy.stages import STAGES
 from scalestudy.study.config import load_study
@@ -27,8 +27,8 @@ SHAPES = {"depth": {"xxs": (1, 32), "xs": (2, 32), "s": (8, 32), "m": (36, 32)},
 BOOT = {"n_boot": 300, "seed": 0}
 
 
-def study(runs: pd.DataFrame, **boot) -> Study:
-    return Study(runs, **{**BOOT, **boot})
+def study(runs: pd.DataFrame, **boot) -> Evidence:
+    return Evidence(runs, **{**BOOT, **boot})
 
 
 def scopes(name: str, runs: pd.DataFrame, **params):

@@ -125,7 +125,7 @@ def test_contrast_interval_coverage_and_false_positive_rate_on_null_data():
     for rep in range(200):
         runs = make_runs(sizes=("xxs", "xs", "s"), priors=("spt", "scratch_matched"),
                          seeds=(0, 1), acc=acc, noise=0.05, seed=rep)
-        study = claims.Study(runs, n_boot=200, ci=0.95, seed=rep)
+        study = claims.Evidence(runs, n_boot=200, ci=0.95, seed=rep)
         (check,) = claim.scopes(study)
         holds.append(check.verdict == HOLDS)
         # "SPT - control = 0.046 [0.039, 0.053] over sizes ...": stats.contrast's numbers.

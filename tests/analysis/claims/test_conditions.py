@@ -18,7 +18,7 @@ import pytest
 
 from scalestudy.analysis.claims import amos
 from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA, UNDECIDED, above
-from scalestudy.analysis.claims.stats import contrast
+from scalestudy.analysis.claims.contrasts import contrast
 
 from tests.support.claim_studies import scaling, scopes
 from tests.support.claim_studies import study as claim_study

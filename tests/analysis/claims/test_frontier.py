@@ -4,7 +4,7 @@ budgeted records built to hold, to fail, and to lack data."""
 import numpy as np
 import pandas as pd
 
-from scalestudy.analysis.claims import CLAIMS, Study
+from scalestudy.analysis.claims import CLAIMS, Evidence
 from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA, UNDECIDED
 
 SIZES = {"xs": 1e4, "s": 4e4, "m": 1.6e5}
@@ -29,7 +29,7 @@ def records(loss, seeds=(0, 1, 2), budget=1e12, noise=0.002):
 
 
 def verdict(runs):
-    study = Study.of(runs, pd.DataFrame(), n_boot=100, ci=0.95, seed=0)
+    study = Evidence.of(runs, pd.DataFrame(), n_boot=100, ci=0.95, seed=0)
     scopes = CLAIMS["frontier_ranking_changes"].scopes(study)
     return [s.verdict for s in scopes], scopes
 
@@ -98,7 +98,7 @@ def surface_records(laws: dict, budgets=BUDGETS, noise=0.003, seed=0):
 
 
 def exponent_verdict(runs):
-    study = Study.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
+    study = Evidence.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
     return CLAIMS["frontier_exponent_differs"].scopes(study)
 
 
@@ -145,7 +145,7 @@ def test_the_exponent_claim_reads_the_frontier_the_stage_wrote(tmp_path):
     read = FrontierResult.read(tmp_path / "frontier")
 
     def measurement(frontier):
-        study = Study.of(runs, pd.DataFrame(), frontier, n_boot=50, ci=0.95, seed=0)
+        study = Evidence.of(runs, pd.DataFrame(), frontier, n_boot=50, ci=0.95, seed=0)
         (scope,) = CLAIMS["frontier_exponent_differs"].scopes(study)
         return scope.measurement
 

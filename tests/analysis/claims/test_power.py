@@ -51,7 +51,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.analysis.claims import CLAIMS
-from scalestudy.analysis.claims.check import HOLDS, Study
+from scalestudy.analysis.claims.check import HOLDS, Evidence
 
 from tests.support.claim_studies import null_study, preset_grid
 
@@ -227,7 +227,7 @@ def power(planted: Planted, n_studies: int, n_boot: int) -> float:
     holds = 0
     for rep in range(n_studies):
         runs = planted_study(planted, np.random.default_rng(rep))
-        study = Study.of(runs, pd.DataFrame(), n_boot=n_boot, seed=rep)
+        study = Evidence.of(runs, pd.DataFrame(), n_boot=n_boot, seed=rep)
         holds += claim.checks(study)[0].claim_verdict == HOLDS
     return holds / n_studies
 

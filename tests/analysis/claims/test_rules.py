@@ -17,7 +17,7 @@ from scalestudy.analysis.claims.check import (
     HOLDS,
     NO_DATA,
     UNDECIDED,
-    Study,
+    Evidence,
     above,
     all_of,
     combine,
@@ -79,8 +79,8 @@ def test_combine():
 
 def test_the_study_reads_the_fits_x_axis():
     fits = pd.DataFrame({"x_axis": ["params", "params", "upstream_loss"]})
-    assert Study.of(pd.DataFrame(), fits).x_axis == "params"
-    assert Study.of(pd.DataFrame(), pd.DataFrame()).x_axis == "compute"
+    assert Evidence.of(pd.DataFrame(), fits).x_axis == "params"
+    assert Evidence.of(pd.DataFrame(), pd.DataFrame()).x_axis == "compute"
 
 
 # --------------------------------------------------------------------------- Tay et al.
@@ -499,7 +499,7 @@ def test_welch_interval_against_scipy():
     (the interval excludes 0 exactly when the two-sided p-value is below 5%)."""
     from scipy.stats import ttest_ind
 
-    from scalestudy.analysis.claims.stats import mean_difference
+    from scalestudy.analysis.claims.contrasts import mean_difference
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -554,7 +554,7 @@ def _difference_coverage(n_sizes: int, seeds: int, shared: float, paired: bool, 
     studies: 5% log noise per run, a share `shared` of its variance common to the
     two architectures' runs of the same (size, seed); unpaired, b's runs have
     other seeds (independent draws, Welch-Satterthwaite df)."""
-    from scalestudy.analysis.claims.stats import Law, alpha_difference
+    from scalestudy.analysis.claims.contrasts import Law, alpha_difference
 
     lx = np.repeat(np.log(np.logspace(6, 9, n_sizes)), seeds)
     sizes = np.repeat([f"s{i}" for i in range(n_sizes)], seeds)

@@ -53,9 +53,21 @@ from ...atomic import write_text
 from ...registry import Registry
 from ..fits import is_budgeted
 from . import amos, frontier, tay, xu
-from .check import AMOS, ANY, EVERY, NO_DATA, TAY, XU, Check, Scope, Study, combine, reference_arch
+from .check import (
+    AMOS,
+    ANY,
+    EVERY,
+    NO_DATA,
+    TAY,
+    XU,
+    Check,
+    Evidence,
+    Scope,
+    combine,
+    reference_arch,
+)
 
-__all__ = ["CLAIMS", "Claim", "Study", "evaluate", "write_claims"]
+__all__ = ["CLAIMS", "Claim", "Evidence", "evaluate", "write_claims"]
 from .report import claims_markdown
 
 REFERENCE = reference_arch()  # the vanilla transformer (architectures.py)
@@ -90,7 +102,7 @@ class Claim:
     combine: str = EVERY
     on_budgets: bool = False  # it reads budgeted runs (grid.budgets); others leave them out
 
-    def scopes(self, study: Study) -> list[Scope]:
+    def scopes(self, study: Evidence) -> list[Scope]:
         if not self.on_budgets and is_budgeted(study.runs):
             # Per-size comparisons would pool each size's budgets as if they were seeds.
             study = replace(study, runs=study.runs[study.runs["budget"].isna()])
@@ -98,7 +110,7 @@ class Claim:
                 return [Scope("all", BUDGETED_CLAIMS, NO_DATA)]
         return self.check(study, **self.params)
 
-    def checks(self, study: Study) -> list[Check]:
+    def checks(self, study: Evidence) -> list[Check]:
         scopes = self.scopes(study)
         verdict = combine([s.verdict for s in scopes], self.combine)
         return [Check(self.text, self.source, self.rule, s.scope, s.measurement, s.verdict,
@@ -310,7 +322,7 @@ def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, n_boot: int = 1000, ci: 
     """Every scope of every claim, one row each (columns of `Check`): the scope's
     verdict and its claim's. `frontier`: the FrontierResult of the runs' budgets
     (the frontier claims read it; without it they fit it as the stage does)."""
-    study = Study.of(runs, fits, frontier, n_boot=n_boot, ci=ci, seed=seed)
+    study = Evidence.of(runs, fits, frontier, n_boot=n_boot, ci=ci, seed=seed)
     checks = [c for claim in CLAIMS.values() for c in claim.checks(study)]
     return pd.DataFrame([c.as_dict() for c in checks])
 

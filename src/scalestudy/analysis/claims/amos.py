@@ -17,8 +17,8 @@ from .check import (
     HOLDS,
     NO_DATA,
     PREMISE_NOT_SHOWN,
+    Evidence,
     Scope,
-    Study,
     above,
     all_of,
     by_task_arch,
@@ -27,7 +27,7 @@ from .check import (
     stat_text,
     stats_text,
 )
-from .stats import contrast, mean_difference
+from .contrasts import contrast, mean_difference
 
 
 def _cells(weights: dict[tuple[str, str], float]) -> dict:
@@ -40,7 +40,7 @@ def _missing(runs: pd.DataFrame, cells: list[tuple[str, str]]) -> list[str]:
     return [f"{a}/{p}" for a, p in cells if (a, p) not in have]
 
 
-def gap_closes(study: Study, *, first: str, second: str, treatment: str,
+def gap_closes(study: Evidence, *, first: str, second: str, treatment: str,
                control: str) -> list[Scope]:
     """Per task: gap = `first` minus `second` accuracy (mean over shared sizes)
     under the control prior and under the treatment. Needs runs of all four
@@ -79,7 +79,7 @@ def gap_closes(study: Study, *, first: str, second: str, treatment: str,
     return out or [Scope("all", "no task runs", NO_DATA)]
 
 
-def beats_control(study: Study, *, treatment: str, control: str) -> list[Scope]:
+def beats_control(study: Evidence, *, treatment: str, control: str) -> list[Scope]:
     """Per task and architecture: treatment minus control accuracy, mean over
     shared sizes, above 0."""
     out = []
@@ -93,7 +93,7 @@ def beats_control(study: Study, *, treatment: str, control: str) -> list[Scope]:
     return out or [Scope("all", f"no {treatment} or {control} runs", NO_DATA)]
 
 
-def beats_control_every_size(study: Study, *, treatment: str, control: str) -> list[Scope]:
+def beats_control_every_size(study: Evidence, *, treatment: str, control: str) -> list[Scope]:
     """Per task and architecture, at each size: treatment minus control above 0."""
     out = []
     for (task, arch), r in by_task_arch(task_runs(study.runs)):
@@ -140,7 +140,7 @@ def _objective(runs: pd.DataFrame, prior: str) -> str:
     return "next token" if causal else "masked"
 
 
-def both_objectives(study: Study, *, treatments: tuple[str, ...],
+def both_objectives(study: Evidence, *, treatments: tuple[str, ...],
                     controls: tuple[str, ...]) -> list[Scope]:
     """Per task, architecture and objective: each treatment against the control
     that finetunes at its causality (the records' `causal`); every objective of

@@ -84,7 +84,7 @@ def combine(verdicts: list[str], how: str) -> str:
 
 
 @dataclass(frozen=True)
-class Study:
+class Evidence:
     """What a claim reads: the runs, the fits' x axis, the bootstrap settings,
     and the frontier the frontier's stage fitted on the runs' budgets (None: a
     claim that needs it fits it as the stage does, with these settings)."""
@@ -97,7 +97,7 @@ class Study:
     frontier: FrontierResult | None = None
 
     @classmethod
-    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None, **boot) -> Study:
+    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None, **boot) -> Evidence:
         """The study of `runs`, on the x axis its `fits` were fitted on. Text
         columns become Python objects: with pandas' Arrow strings the claims'
         many small selections cost several times their arithmetic."""

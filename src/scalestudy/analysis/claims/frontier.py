@@ -47,8 +47,8 @@ from ...architectures import ARCHITECTURES
 from ..frontier.stage import study_frontier
 from ..frontier.study import study_table
 from ..stats import expanded_ci
-from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Scope, Study, fmt, ok, stat_text
-from .stats import mean_difference
+from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Evidence, Scope, fmt, ok, stat_text
+from .contrasts import mean_difference
 
 
 def _order(d: dict) -> int:
@@ -58,7 +58,7 @@ def _order(d: dict) -> int:
     return 1 if d["low"] > 0 else -1 if d["high"] < 0 else 0
 
 
-def ranking_changes(study: Study) -> list[Scope]:
+def ranking_changes(study: Evidence) -> list[Scope]:
     """Per prior (and task) and budget: holds when some pair of architectures
     is ordered one way at a fixed length and the other way compute-optimally,
     both with intervals excluding 0; does not hold when every pair is ordered
@@ -110,7 +110,7 @@ def _scope(at: pd.DataFrame, archs: list[str], scope: str, ci: float) -> Scope:
     return Scope(scope, " | ".join(texts), verdict)
 
 
-def exponent_differs(study: Study, reference: str, method: str = "approach2") -> list[Scope]:
+def exponent_differs(study: Evidence, reference: str, method: str = "approach2") -> list[Scope]:
     """Per prior (and task) and architecture other than `reference`: holds when
     a minus the reference's a has an interval excluding 0 (at the Bonferroni
     level over the architectures compared), undecided when it includes 0 (no

@@ -16,8 +16,8 @@ from .check import (
     NO_DATA,
     PREMISE_NOT_SHOWN,
     UNDECIDED,
+    Evidence,
     Scope,
-    Study,
     above,
     all_of,
     below,
@@ -28,7 +28,7 @@ from .check import (
     stat_text,
     stats_text,
 )
-from .stats import Law, alpha, alpha_difference, contrast, leader_change, mean_difference
+from .contrasts import Law, alpha, alpha_difference, contrast, leader_change, mean_difference
 
 MAX_NAMED = 8  # crossings named in a measurement
 
@@ -37,7 +37,7 @@ def _archs(runs: pd.DataFrame) -> list[str]:
     return sorted(set(runs["arch"]), key=ARCHITECTURES.rank)
 
 
-def _compared(study: Study, runs: pd.DataFrame, law: Law, first: str, others: list[str],
+def _compared(study: Evidence, runs: pd.DataFrame, law: Law, first: str, others: list[str],
               what: str) -> tuple[str, list[str]]:
     """`first`'s exponent and its difference with each of `others` (their runs in
     `runs`): the measurement and each difference's verdict (interval above 0)."""
@@ -51,7 +51,7 @@ def _compared(study: Study, runs: pd.DataFrame, law: Law, first: str, others: li
     return stats_text(items), verdicts
 
 
-def _upstream_and_tasks(study: Study, prior: str):
+def _upstream_and_tasks(study: Evidence, prior: str):
     """(scope suffix, runs, law) of alpha_U and of each task's alpha_D (runs of `prior`)."""
     tasks = task_runs(study.runs)
     tasks = tasks[tasks["prior"] == prior]
@@ -61,7 +61,7 @@ def _upstream_and_tasks(study: Study, prior: str):
                Law("error", study.x_axis))
 
 
-def _each_against(study: Study, archs: tuple[str, ...], reference: str, prior: str):
+def _each_against(study: Evidence, archs: tuple[str, ...], reference: str, prior: str):
     """(scope, law, cells, missing) per architecture of `archs` and per law of
     _upstream_and_tasks: the law's cells by architecture, or None with the
     architectures missing from its runs."""
@@ -71,7 +71,7 @@ def _each_against(study: Study, archs: tuple[str, ...], reference: str, prior: s
             yield arch, f"{arch}: {what}", law, None if missing else law.cells(runs), missing
 
 
-def vanilla_scales_best_upstream(study: Study, *, reference: str) -> list[Scope]:
+def vanilla_scales_best_upstream(study: Evidence, *, reference: str) -> list[Scope]:
     up = upstream_runs(study.runs)
     if reference not in set(up["arch"]):
         return [Scope("upstream", f"no upstream runs of {reference}", NO_DATA)]
@@ -85,7 +85,7 @@ def vanilla_scales_best_upstream(study: Study, *, reference: str) -> list[Scope]
     return [Scope("upstream", text, all_of(*verdicts))]
 
 
-def archs_scale_worse(study: Study, *, archs: tuple[str, ...], reference: str,
+def archs_scale_worse(study: Evidence, *, archs: tuple[str, ...], reference: str,
                       prior: str) -> list[Scope]:
     out = []
     for arch, scope, law, cells, missing in _each_against(study, archs, reference, prior):
@@ -98,7 +98,7 @@ def archs_scale_worse(study: Study, *, archs: tuple[str, ...], reference: str,
     return out
 
 
-def transfers_best(study: Study, *, arch: str, prior: str) -> list[Scope]:
+def transfers_best(study: Evidence, *, arch: str, prior: str) -> list[Scope]:
     tasks = task_runs(study.runs)
     tasks = tasks[tasks["prior"] == prior]
     law = Law("error", "upstream_loss", sign=1)
@@ -116,7 +116,7 @@ def transfers_best(study: Study, *, arch: str, prior: str) -> list[Scope]:
     return out or [Scope("all", f"no runs of the {prior} prior", NO_DATA)]
 
 
-def best_arch_changes_with_scale(study: Study) -> list[Scope]:
+def best_arch_changes_with_scale(study: Evidence) -> list[Scope]:
     runs_t = finished(task_runs(study.runs))
     several = runs_t["protocol"].nunique() > 1  # runs of two studies collected together
     measured = []
@@ -166,7 +166,7 @@ def best_arch_changes_with_scale(study: Study) -> list[Scope]:
     return out
 
 
-def _crossings(archs, cells, small, large, study: Study) -> str:
+def _crossings(archs, cells, small, large, study: Evidence) -> str:
     """The pairs whose order flips between the two sizes with both differences
     outside their intervals (the study's level)."""
     found = []
@@ -183,7 +183,7 @@ def _crossings(archs, cells, small, large, study: Study) -> str:
     return f"{len(found)} of {n_pairs} pairs cross outside their intervals: {named or 'none'}"
 
 
-def depth_beats_width(study: Study, *, archs: tuple[str, ...],
+def depth_beats_width(study: Evidence, *, archs: tuple[str, ...],
                       protocols: tuple[str, str]) -> list[Scope]:
     deep, wide = protocols
     runs_t = task_runs(study.runs)
@@ -213,14 +213,14 @@ def depth_beats_width(study: Study, *, archs: tuple[str, ...],
     return out
 
 
-def _reference_scales(study: Study, cells, law: Law, reference: str) -> tuple[dict, str]:
+def _reference_scales(study: Evidence, cells, law: Law, reference: str) -> tuple[dict, str]:
     """The premise of a claim relative to the reference's exponent: that
     exponent's interval lies above 0 (it scales here)."""
     ref = alpha(cells[reference], law, reference, **study.boot)
     return ref, above(ref)
 
 
-def scale_like_reference(study: Study, *, archs: tuple[str, ...], reference: str,
+def scale_like_reference(study: Evidence, *, archs: tuple[str, ...], reference: str,
                          prior: str, margin: float) -> list[Scope]:
     """Equivalence by two one-sided tests on bootstrapped contrasts: the
     variant's exponent above (1 - margin) x the reference's and below
@@ -243,7 +243,7 @@ def scale_like_reference(study: Study, *, archs: tuple[str, ...], reference: str
     return out
 
 
-def flat_or_negative(study: Study, *, archs: tuple[str, ...], reference: str,
+def flat_or_negative(study: Evidence, *, archs: tuple[str, ...], reference: str,
                      prior: str, margin: float) -> list[Scope]:
     """Flat: the architecture's exponent below `margin` x the reference's (a
     bootstrapped contrast, both estimated), where the reference scales (the

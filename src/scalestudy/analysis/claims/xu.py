@@ -15,8 +15,8 @@ from .check import (
     NO_DATA,
     PREMISE_NOT_SHOWN,
     UNDECIDED,
+    Evidence,
     Scope,
-    Study,
     above,
     all_of,
     below,
@@ -25,7 +25,7 @@ from .check import (
     given,
     stat_text,
 )
-from .stats import contrast, mean_difference
+from .contrasts import contrast, mean_difference
 
 
 def _standard(r: pd.DataFrame, standard: tuple[str, ...]) -> pd.DataFrame:
@@ -34,7 +34,7 @@ def _standard(r: pd.DataFrame, standard: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _standard_fails(r: pd.DataFrame, std_d: pd.DataFrame, depth: int, normed: str,
-                    study: Study) -> tuple[str, str]:
+                    study: Evidence) -> tuple[str, str]:
     """The premise of the DT-Fixup claims at `depth`: the standard LayerNorm-free
     recipe fails there: half its runs or more diverged or failed, or its accuracy
     lies below the same stack with LayerNorm (prior `normed`, norm not none).
@@ -53,7 +53,7 @@ def _standard_fails(r: pd.DataFrame, std_d: pd.DataFrame, depth: int, normed: st
                       + stat_text(c, "accuracy with LayerNorm - standard"))
 
 
-def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...], normed: str,
+def trains_deep(study: Evidence, *, treatment: str, standard: tuple[str, ...], normed: str,
                 archs: tuple[str, ...]) -> list[Scope]:
     """Per task and architecture of `archs`, at the deepest depth with runs of
     both: the premise (`_standard_fails`) first; then does not hold if a
@@ -92,7 +92,7 @@ def trains_deep(study: Study, *, treatment: str, standard: tuple[str, ...], norm
     return out or [Scope("all", f"no {treatment} runs of {', '.join(archs)}", NO_DATA)]
 
 
-def deeper_is_better(study: Study, *, treatment: str, standard: tuple[str, ...],
+def deeper_is_better(study: Evidence, *, treatment: str, standard: tuple[str, ...],
                      archs: tuple[str, ...]) -> list[Scope]:
     """Per task and architecture, at the width with most depths that have both
     treatment and standard LayerNorm-free runs, shallowest and deepest of those

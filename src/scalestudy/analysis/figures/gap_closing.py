@@ -5,7 +5,7 @@ per task (`panel` draws one into any Axes: the notebook API).
 
 The gap at a size is the difference of the two architectures' mean test
 accuracies over seeds, with Welch's 95% t-interval over the seeds of the two
-cells at that size (claims/stats.py: `welch`, as the claims decide on it, but
+cells at that size (claims/contrasts.py: `welch`, as the claims decide on it, but
 size by size rather than averaged over sizes).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..claims.stats import welch
+from ..claims.contrasts import welch
 from ..fits import size_order, task_runs
 from .layout import finished_runs, label_outer, panel_figure, tasks_of
 from .marks import fig_legend, prior_handles

@@ -20,9 +20,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from scalestudy.analysis.claims import CLAIMS, Study
+from scalestudy.analysis.claims import CLAIMS, Evidence
 from scalestudy.analysis.claims.check import FAILS, HOLDS
-from scalestudy.analysis.claims.stats import Law, alpha_difference
+from scalestudy.analysis.claims.contrasts import Law, alpha_difference
 from scalestudy.analysis.stats import Residuals, lack_of_fit_p
 
 from tests.analysis.claims.test_frontier import CHINCHILLA, surface_records
@@ -212,7 +212,7 @@ def test_the_ranking_claim_is_bonferroni_over_every_pair_and_budget():
     Welch interval at 1 - 0.05 / 6 (not / 2 scopes, not / 3 pairs)."""
     archs, budgets = ("transformer", "lconv", "s4"), (1e12, 1e13)
     runs = budgeted_records(archs, budgets)
-    study = Study.of(runs, pd.DataFrame(), n_boot=100, ci=0.95, seed=0)
+    study = Evidence.of(runs, pd.DataFrame(), n_boot=100, ci=0.95, seed=0)
     got = CLAIMS["frontier_ranking_changes"].scopes(study)
     assert [s.scope for s in got] == ["upstream (upstream loss), budget 1e+12",
                                       "upstream (upstream loss), budget 1e+13"]
@@ -240,7 +240,7 @@ def surface(law: dict, arch: str, noise: float, seed: int) -> pd.DataFrame:
 
 
 def exponent_scopes(runs: pd.DataFrame):
-    study = Study.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
+    study = Evidence.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
     return CLAIMS["frontier_exponent_differs"].scopes(study)
 
 
