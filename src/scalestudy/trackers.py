@@ -198,13 +198,13 @@ def run_name(spec) -> tuple[str, str]:
 def study_directory(spec, run_dir: Path) -> Path:
     """The study's results directory, whose stores (mlflow.db, wandb/) every run
     of the study shares: the one holding run_dir as its cell's directory, else
-    (a run outside a study's results) run_dir itself."""
-    from ..study.grid import study_directory
-
-    try:
-        return study_directory(run_dir, spec.cell)
-    except ValueError:
-        return Path(run_dir)
+    (a run outside a study's results) run_dir itself. (study.grid's
+    study_directory, which this layer below the study cannot import.)"""
+    run_dir = Path(run_dir)
+    suffix = Path(spec.cell.directory).parts
+    if run_dir.parts[-len(suffix):] != suffix:
+        return run_dir
+    return run_dir.parents[len(suffix) - 1]
 
 
 def hyperparameters(spec) -> dict:
@@ -223,12 +223,14 @@ def hyperparameters(spec) -> dict:
     return flat
 
 
-def open_trackers(spec, run_dir: Path, names=None) -> list:
+def open_trackers(spec, run_dir: Path, names=None,
+                  checkpoint_step: Callable[[Path, str], int | None] | None = None) -> list:
     """The Fabric loggers of a run (`names`: default `configured()`), its tracker
-    runs opened, continued where run_dir's checkpoint will be resumed."""
+    runs opened, continued where run_dir's checkpoint will be resumed:
+    `checkpoint_step(run_dir, config_hash)` is the step it resumes at (the
+    training's training.resume.checkpoint_step, which reads the checkpoint with
+    torch; None: no run resumes), asked only where a tracker keeps run ids."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
-
-    from .resume import checkpoint_step
 
     names = tuple(configured() if names is None else names)
     require(names)
@@ -240,7 +242,7 @@ def open_trackers(spec, run_dir: Path, names=None) -> list:
     config_hash = spec.config_hash()
     trackers = [TRACKERS[n] for n in names]
     resumed_step = ids = None
-    if any(t.package for t in trackers):
+    if checkpoint_step is not None and any(t.package for t in trackers):
         resumed_step = checkpoint_step(run_dir, config_hash)
         state = _read_state(run_dir)
         if resumed_step is not None and state.get("config_hash") == config_hash:

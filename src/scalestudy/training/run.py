@@ -177,7 +177,8 @@ def start(spec: Spec, run_dir: Path) -> Fabric:
         torch.set_num_threads(spec.trainer.threads)
     quiet_lightning()
     devices.claim(spec.trainer)
-    fabric = make_fabric(spec.trainer, run_dir, loggers=trackers.open_trackers(spec, run_dir))
+    fabric = make_fabric(spec.trainer, run_dir, loggers=trackers.open_trackers(
+        spec, run_dir, checkpoint_step=resume.checkpoint_step))
     global _other_ranks
     _other_ranks = getattr(fabric.strategy.launcher, "procs", None)
     seed_everything(spec.seed, verbose=False)
