@@ -17,7 +17,7 @@ import pytest
 
 from scalestudy.cli import warm
 
-from tests.test_warm import spec_json
+from tests.cli.test_warm import spec_json
 
 
 def wait_for(predicate, seconds: float = 60.0) -> bool:
