@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from scalestudy.locks import RunBusy, run_lock
-from scalestudy.training.job import run_recorded
+from scalestudy.study import specs
+from scalestudy.training.run import execute
 
 from tests.support.studies import DECLARED_STUDY, typed
 
@@ -39,12 +40,15 @@ def test_a_second_process_is_refused(held):
     assert busy.value.message.startswith(f"{run_dir}: another process is training this run")
 
 
-def test_a_refused_run_writes_no_record_and_runs_nothing(held):
+def test_a_refused_run_writes_no_record_and_runs_nothing(held, capsys):
     run_dir, _ = held
+    spec = specs.RunSpec.from_dict(specs.run_spec(DECLARED_STUDY, "listops", "s4", "xs",
+                                                  "random", 1))
     ran = []
     with pytest.raises(RunBusy):
-        run_recorded(lambda: ran.append(1), {}, run_dir / "record.parquet")
+        execute(spec, lambda: ran.append(1), run_dir, check=lambda: ran.append(0))
     assert not ran and not (run_dir / "record.parquet").exists()
+    assert "another process is training this run" in capsys.readouterr().err
 
 
 def test_the_lock_is_free_once_its_holder_ends(held):
@@ -70,8 +74,9 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     import copy
 
     from scalestudy.records import read_records
-    from scalestudy.study import grid, specs
+    from scalestudy.study import grid
     from scalestudy.training import job, task
+    from scalestudy.training import run as executor
 
     config = copy.deepcopy(DECLARED_STUDY)
     config["grid"]["budgets"] = [1e11, 3e11]
@@ -82,7 +87,8 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     def broken(*args):
         raise FileNotFoundError("no data")
 
-    monkeypatch.setattr(task, "run", broken)
+    monkeypatch.setattr(task, "pretraining", lambda spec, pretrained: None)  # checked
+    monkeypatch.setattr(executor, "start", broken)
     record = job.train(spec, tmp_path / "data", run_dir)
     assert record["status"] == "failed" and "no data" in record["error"]
     row = read_records(run_dir / "record.parquet").iloc[0]

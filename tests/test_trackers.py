@@ -217,7 +217,7 @@ def test_budgeted_runs_get_distinct_names_and_one_store_per_study(tmp_path, monk
              for p in grid.pretrain_cells(study.grid, study.pretrain.per_seed)]
     assert len(runs) == 12 + 3 * (2 if seeds == "per_seed" else 1)
     for spec, cell in runs:
-        spec = spec.placed(study_dir / cell.directory)  # as the job places it (training/job.py)
+        spec = spec.placed(study_dir / cell.directory)  # as the job places it (training/run.py)
         assert spec.cell == cell
         loggers = trackers.open_trackers(spec, study_dir / cell.directory, ("csv", "mlflow"))
         trackers.stop(loggers, "success")

@@ -221,11 +221,13 @@ def hyperparameters(spec) -> dict:
     return flat
 
 
-def open_trackers(spec, run_dir: Path, names=None, resumes_at=lambda: None) -> list:
+def open_trackers(spec, run_dir: Path, names=None,
+                  checkpoint_step: Callable[[Path, str], int | None] | None = None) -> list:
     """The Fabric loggers of a run (`names`: default `configured()`), its tracker
-    runs opened, continued where run_dir's checkpoint will be resumed
-    (`resumes_at()`: the step it resumes at, None for a fresh start; asked only
-    where a tracker keeps runs to continue)."""
+    runs opened, continued where run_dir's checkpoint will be resumed:
+    `checkpoint_step(run_dir, config_hash)` is the step it resumes at (the
+    training's training.resume.checkpoint_step, which reads the checkpoint with
+    torch; None: no run resumes), asked only where a tracker keeps run ids."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     names = tuple(configured() if names is None else names)
@@ -238,8 +240,8 @@ def open_trackers(spec, run_dir: Path, names=None, resumes_at=lambda: None) -> l
     config_hash = spec.config_hash()
     trackers = [TRACKERS[n] for n in names]
     resumed_step = ids = None
-    if any(t.package for t in trackers):
-        resumed_step = resumes_at()
+    if checkpoint_step is not None and any(t.package for t in trackers):
+        resumed_step = checkpoint_step(run_dir, config_hash)
         state = _read_state(run_dir)
         if resumed_step is not None and state.get("config_hash") == config_hash:
             ids = state.get("ids", {})

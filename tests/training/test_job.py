@@ -1,7 +1,7 @@
-"""A job as the command runs it (training/job.py): a pretraining run that raises
-before it trains leaves a failed record that names it as its record would
-have, its budget and seed included, as a training run's does
-(tests/test_run_lock.py)."""
+"""A job as the command runs it (training/job.py, training/run.py's execute): a
+pretraining run that raises before it trains leaves a failed record that
+names it as its record would have, its budget and seed included, as a
+training run's does (tests/test_run_lock.py)."""
 
 import copy
 
@@ -34,7 +34,7 @@ def test_a_failed_pretraining_record_is_named_by_the_spec_s_cell(tmp_path, monke
     def broken(*args):
         raise FileNotFoundError("no corpus")
 
-    monkeypatch.setattr(pretrain, "run_pretrain", broken)
+    monkeypatch.setattr(pretrain, "corpus", broken)
     record = job.pretrain(spec, tmp_path / "data", out_dir)
     assert record["status"] == "failed" and "no corpus" in record["error"]
     row = read_records(out_dir / "record.parquet").iloc[0]
@@ -44,3 +44,35 @@ def test_a_failed_pretraining_record_is_named_by_the_spec_s_cell(tmp_path, monke
     assert (row["prior"], row["stage"], row["seed"], row["budget"]) == (
         stage, stage, expected_seed, 3e11)
     assert row["status"] == "failed" and pd.isna(row["steps"])
+
+
+def test_a_record_is_named_by_its_spec_whatever_its_pretraining_s_record_says(data_dir,
+                                                                            tmp_path):
+    """Every record a run writes takes its identity from its spec
+    (record_identity): a budgeted scratch_matched run, whose budget its spt
+    pretraining spends, carries its cell's budget, so that the runs of two
+    budgets are two records."""
+    from scalestudy.records import failed_record, write_record
+
+    from tests.support.cells import TASK
+
+    config = copy.deepcopy(DECLARED_STUDY)
+    config["grid"]["budgets"] = [1e11, 3e11]
+    config["tasks"] = {"listops": TASK}
+    config["train"].update(max_steps=4, batch_size=8, warmup_steps=1, val_every=2)
+    config["trainer"].update(accelerator="cpu")
+    pretraining = specs.PretrainSpec.from_dict(specs.pretrain_spec(
+        config, "spt", "listops", "transformer", "xxs", None, 3e11))
+    spt = tmp_path / grid.PretrainCell("spt", "listops", "transformer", "xxs", None,
+                                       3e11).directory
+    write_record(dict(failed_record(pretraining.record_identity(), ValueError()), status="ok",
+                      train_flops=1.0), spt / "record.parquet")
+    cell = grid.Cell("listops", "transformer", "xxs", "scratch_matched", 1, 3e11)
+    spec = specs.RunSpec.from_dict(specs.run_spec(config, "listops", "transformer", "xxs",
+                                                  "scratch_matched", 1, 3e11))
+    record = job.train(spec, data_dir, tmp_path / cell.directory, spt)
+    assert record["status"] == "ok" and record["steps"] == 5  # spt's one step matched
+    identity = spec.placed(tmp_path / cell.directory).record_identity()
+    assert {k: record[k] for k in identity} == identity
+    assert (record["prior"], record["stage"], record["budget"]) == ("scratch_matched",
+                                                                    "scratch", 3e11)

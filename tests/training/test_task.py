@@ -479,9 +479,11 @@ def test_task_longer_than_the_upstream_backbone_is_refused(tmp_path, upstream_di
 
 
 def test_prior_that_needs_pretraining_says_so(data_dir, tmp_path):
-    with pytest.raises(ValueError, match="'spt' needs the spt pretraining directory"):
-        run(spec(prior="spt"), data_dir, tmp_path / "run")
-    assert not (tmp_path / "run").exists()
+    """Before the run starts: a failed record, and no Fabric, tracker or metrics."""
+    record = run(spec(prior="spt"), data_dir, tmp_path / "run")
+    assert record["status"] == "failed" and record["steps"] is None
+    assert "'spt' needs the spt pretraining directory" in record["error"]
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["record.parquet"]
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))

@@ -11,7 +11,8 @@ best validation loss, which the finetuning runs of the stage's priors load.
   (on the validation split, best checkpoint) is the run's `upstream_loss`,
   the y of alpha_U.
 
-The model is training/masked_lm.py's.
+The model is training/masked_lm.py's; `run_pretrain` builds the run's recipe
+(training/run.py's Recipe) and hands it to `execute`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ from ..records import data_checksum
 from ..study.specs import PretrainSpec
 from ..tasks import upstream
 from ..tasks.contract import BYTES
-from .branches import budgeted
 from .data import has_padding
 from .loop import BEST, evaluate
 from .masked_lm import MaskedLM
-from .run import job_errors, start, step_flops, train_and_record
+from .run import Recipe, execute
 
 
 @dataclass
@@ -63,17 +63,20 @@ def corpus(spec: PretrainSpec, data_dir: Path) -> Corpus:
                   f"upstream corpus ({cfg.source})", BYTES)
 
 
-@job_errors
 def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path,
                  trunk: Path | None = None) -> dict:
     """Pretrain one backbone; writes best.ckpt, last.ckpt, metrics.csv and a
     run record (its stage and prior the stage's name) into out_dir. A
     budgeted run trains its budget's steps; `trunk`: a wsd branch's trunk
-    directory (training/branches.py)."""
-    out_dir = Path(out_dir)
+    directory (training/branches.py), else the one beside out_dir."""
+    return execute(spec, lambda: recipe(spec, data_dir, Path(out_dir)), out_dir, trunk)
+
+
+def recipe(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> Recipe:
+    """The stage's recipe: its corpus, the masked LM on it, and the held-out
+    loss of its best checkpoint."""
     stage = spec.stage
     cfg = stage.schedule(spec.train)
-    fabric = start(spec, out_dir)
     text = corpus(spec, data_dir)
     bcfg = backbone_config(spec.arch, spec.size, text.vocab_size, text.seq_len, norm=cfg.norm,
                            dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
@@ -83,20 +86,16 @@ def run_pretrain(spec: PretrainSpec, data_dir: Path, out_dir: Path,
         fixed_length(backbone)
     model = MaskedLM(backbone, text.vocab_size, text.mask_ratio, spec.span, spec.seed,
                      vocab=text.vocab)
-    # The steps it trains, from a step's FLOPs counted on the built model.
-    flops = step_flops(fabric, model, text.splits["train"], cfg.batch_size,
-                       spec.trainer.micro_batch)
-    cfg = budgeted(cfg, flops, text.seq_len,
-                   f"{spec.kind} pretraining of {spec.arch} at size {spec.size}")
-    record = {"task": spec.corpus, "task_data": text.label, "prior": spec.kind,
-              "stage": spec.kind, "seq_len": text.seq_len, "data_checksum": data_checksum(data_dir)}
 
-    def after_training(loop) -> dict:  # the best checkpoint's validation loss
+    def best_held_out_loss(loop) -> dict:  # the best checkpoint's validation loss
         best = torch.load(out_dir / BEST, map_location="cpu", weights_only=True)
         model.load_state_dict(best["state_dict"])
-        held_out = evaluate(fabric, model, loop.val_loader, "val")["val_loss"]
+        held_out = evaluate(loop.fabric, model, loop.val_loader, "val")["val_loss"]
         return {"val_loss": held_out,
                 "upstream_loss": held_out if stage.measures_upstream_loss else math.nan}
 
-    return train_and_record(fabric, spec, model, cfg, text.splits, out_dir, record,
-                            after_training, flops=flops, keep_best=True, trunk=trunk)
+    return Recipe(model, cfg, text.splits, text.seq_len,
+                  {"task_data": text.label, "data_checksum": data_checksum(data_dir)},
+                  best_held_out_loss,
+                  name=f"{spec.kind} pretraining of {spec.arch} at size {spec.size}",
+                  keep_best=True)

@@ -1,36 +1,42 @@
-"""What every training run does around its loop, task run or pretraining:
-the one start-up path and the one way a run ends in its record.
+"""One executor for every training job: a task run (training/task.py) and a
+pretraining run (training/pretrain.py) each build a `Recipe` (its model, data,
+train config, record fields and what it measures after training) and hand it
+to `execute`, which owns the rest:
 
-- `start`: the run's directory, torch's threads, Lightning's noise, its GPUs
-  on a workstation, Fabric (the hardware from the spec's trainer section) and
-  the seed;
-- `step_flops`: count the FLOPs of one step, on the training device, once;
-- `train_and_record`: seed each rank, make the record's provenance, run the
-  loop (from the run's own last.ckpt if a killed attempt left one), evaluate,
-  and write the record atomically: ok, diverged (non-finite loss) or failed (an
-  exception of the model or the data, recorded with it). Stopped by SIGTERM or
-  USR1: checkpoint saved, no record, exit 143 (loop.Preempted).
-- `job_errors`: what the machine did wrong (out of memory, no or a failing
-  accelerator) is no result: the job fails with no record, so that the
-  scheduler retries it (with more memory: profiles/slurm) and a study never
-  "finishes" with every cell failed on a node without its GPU.
-  Under DDP rank 0 ends the ranks it started before it exits
-  (`stop_other_ranks`).
-
-training/task.py and training/pretrain.py build their model and data,
-decide the run's final train config (its steps) and call these.
+- the run's identity: its spec placed in its directory (Spec.placed), whose
+  `record_identity` names every record it writes, and a wsd branch's trunk
+  found beside it;
+- one process per run directory (locks.run_lock);
+- the start-up (`start`: threads, Lightning's noise, its GPUs on a
+  workstation, Fabric and its trackers, the seed);
+- the FLOPs of a step, counted once on the built model (`step_flops`), and
+  the steps they buy (branches.budgeted, then the recipe's compute matching);
+- the loop (from the run's own last.ckpt if a killed attempt left one, or a
+  wsd branch's fork), the recipe's evaluation, and the record, written
+  atomically by rank 0: ok, diverged (non-finite loss) or failed (the run's
+  error, with what it measured). Stopped by SIGTERM or USR1: checkpoint
+  saved, no record, exit 143 (loop.Preempted);
+- the one sorting of what an exception means (`Execution.settle`): a run
+  that raises is data (a failed record, with its identity alone where it
+  raised before or after training), unless the machine failed it (out of
+  memory, no or a failing accelerator: `fails_the_job`, exit 1 with no
+  record, so that the scheduler retries it and a study never "finishes" with
+  every cell failed on a node without its GPU) or the disk is full (one
+  line, no record: atomic.no_space). Under DDP rank 0 ends the ranks it
+  started before it exits (`stop_other_ranks`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import subprocess
+import sys
 import time
 import traceback
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,7 +44,9 @@ from lightning.fabric import Fabric, seed_everything
 
 from .. import trackers
 from ..atomic import no_space
-from ..records import error_line, package_version, write_record
+from ..locks import RunBusy, run_lock
+from ..records import error_line, failed_record, package_version, write_record
+from ..study import grid
 from ..study.specs import Spec, TrainConfig, batch_shares
 from . import branches, devices, resume
 from .data import shard
@@ -78,7 +86,7 @@ _other_ranks: list[subprocess.Popen] | None = None
 
 
 class JobFailed(SystemExit):
-    """The machine failed the run (`job_errors`): exit 1, no record."""
+    """The machine failed the run (`fails_the_job`): exit 1, no record."""
 
     def __init__(self) -> None:
         super().__init__(1)
@@ -88,33 +96,6 @@ def fails_the_job(error: BaseException) -> bool:
     """Whether `error` is the machine's (memory, the accelerator), not the run's."""
     return isinstance(error, JOB_ERRORS) or any(
         marker in str(error) for marker in JOB_ERROR_MESSAGES)
-
-
-def job_errors(run: Callable) -> Callable:
-    """A training or pretraining run whose machine errors (`fails_the_job`,
-    anywhere: Fabric's start, the model's placement, a step) fail the job with
-    no record (JobFailed); any other error goes on to the caller, which records
-    it as a failed run. Under DDP, rank 0 ends with its other ranks
-    (`stop_other_ranks`)."""
-
-    @functools.wraps(run)
-    def guarded(*args, **kwargs):
-        finished = False  # and its ranks with it: a failed run's may wait in a collective
-        try:
-            record = run(*args, **kwargs)
-            finished = record["status"] != "failed"
-            return record
-        except Exception as err:
-            if not fails_the_job(err):
-                raise
-            traceback.print_exc()
-            print(f"the machine failed the run ({error_line(err)}): no record; the job fails "
-                  "so that the scheduler retries it", flush=True)
-            raise JobFailed from err
-        finally:
-            stop_other_ranks(wait=finished)
-
-    return guarded
 
 
 def stop_other_ranks(wait: bool) -> None:
@@ -177,9 +158,8 @@ def start(spec: Spec, run_dir: Path) -> Fabric:
         torch.set_num_threads(spec.trainer.threads)
     quiet_lightning()
     devices.claim(spec.trainer)
-    loggers = trackers.open_trackers(
-        spec, run_dir, resumes_at=lambda: resume.checkpoint_step(run_dir, spec.config_hash()))
-    fabric = make_fabric(spec.trainer, run_dir, loggers=loggers)
+    fabric = make_fabric(spec.trainer, run_dir, loggers=trackers.open_trackers(
+        spec, run_dir, checkpoint_step=resume.checkpoint_step))
     global _other_ranks
     _other_ranks = getattr(fabric.strategy.launcher, "procs", None)
     seed_everything(spec.seed, verbose=False)
@@ -217,13 +197,13 @@ def step_flops(fabric: Fabric, model: StudyModule, train: tuple, batch_size: int
 
 def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule,
                flops: int) -> dict:
-    """The record fields known before training starts."""
+    """The record fields known before training starts, but for the run's
+    identity (its spec's `record_identity`)."""
     bcfg = module.backbone.cfg
     n_params, n_nonembed = count_params(module)
     per_device, micro, _ = batch_shares(cfg.batch_size, fabric.world_size,
                                         spec.trainer.micro_batch)
     return {
-        "study": spec.study, "arch": spec.arch, "size": spec.size, "seed": spec.seed,
         "n_params": n_params, "n_params_nonembed": n_nonembed,
         "flops_per_step": float(flops), "pretrain_flops": 0.0,
         "batch_size": cfg.batch_size, "world_size": fabric.world_size,
@@ -231,7 +211,7 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
         "depth": bcfg.depth, "width": bcfg.width,
         "heads": bcfg.heads, "d_ff": bcfg.d_ff, "lr": cfg.lr, "warmup_steps": cfg.warmup_steps,
         "norm": bcfg.norm, "protocol": cfg.protocol, "causal": bool(bcfg.causal),
-        "upstream_loss": math.nan, "budget": cfg.budget,
+        "upstream_loss": math.nan,
         "precision": fabric.strategy.precision.precision,
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "matmul_precision": torch.get_float32_matmul_precision(),
@@ -241,81 +221,196 @@ def provenance(spec: Spec, cfg: TrainConfig, fabric: Fabric, module: StudyModule
     }
 
 
-def train_and_record(
-    fabric: Fabric, spec: Spec, model: StudyModule, cfg: TrainConfig, splits: dict,
-    run_dir: Path, record: dict, after_training: Callable[[TrainingLoop], dict], *,
-    flops: int, keep_best: bool = False, trunk: Path | None = None,
-) -> dict:
-    """Train `model` under `cfg`, the run's final train config (the steps it
-    trains decided: branches.budgeted, the prior's match_compute), on `splits`
-    (split -> tensors), evaluate with `after_training(loop)` (logged to
-    metrics.csv too) and write run_dir/record.parquet: `record` (the run's
-    own fields) over the provenance. A wsd branch starts from its `trunk`
-    directory's fork checkpoint (training/branches.py). Returns the record."""
-    fork = branches.fork_point(cfg, trunk)
-    seed = rank_seed(spec.seed, fabric.global_rank)
-    seed_everything(seed, verbose=False)
-    model.reseed(seed)
-    record = {**provenance(spec, cfg, fabric, model, flops), **record}
-    loop = TrainingLoop(fabric, model, cfg, run_dir, spec.config_hash(),
-                        shard(fabric, splits["train"], cfg.batch_size, spec.seed, True),
-                        shard(fabric, splits["val"], cfg.batch_size, spec.seed, False),
-                        keep_best=keep_best, micro_batch=spec.trainer.micro_batch,
-                        forks=branches.trunk_forks(cfg, flops, record["seq_len"]),
-                        fork_step=fork[1] if fork else None)
-    path = Path(run_dir) / "record.parquet"
-    metrics: dict[str, float] = {}
-    status, error = "ok", ""
-    resume_from = resume.resume_point(run_dir, record["config_hash"])
+@dataclass
+class Recipe:
+    """What a run trains, as its module builds it once the run has started
+    (Fabric launched and the seed set, so that the model's initial weights
+    are the seed's); `execute` does everything else."""
+
+    model: StudyModule
+    cfg: TrainConfig  # its train config before its budget (the prior's or the stage's)
+    splits: dict  # split -> tensors: train and val, and whatever `evaluate` reads
+    seq_len: int
+    record: dict  # its own record fields: its data, what its pretraining measured
+    # After training: the measurements its record keeps (and metrics.csv logs).
+    evaluate: Callable[[TrainingLoop], dict]
+    name: str  # the run, as an error about its budget names it
+    # The steps lengthened after the budget's (a prior's compute matching),
+    # from the counted FLOPs of one step; by default the budget's stand.
+    match_compute: Callable[[TrainConfig, int], TrainConfig] = lambda cfg, flops: cfg
+    keep_best: bool = False  # keep best.ckpt too (pretraining: finetuning loads it)
+
+
+def execute(spec: Spec, recipe: Callable[[], Recipe], run_dir: Path | str,
+            trunk: Path | None = None, check: Callable[[], object] | None = None) -> dict:
+    """Run `spec` in `run_dir` and write run_dir/record.parquet; returns the
+    record (see the module's docstring for what this owns).
+
+    `recipe()` builds the run's Recipe once the run has started; `check()`,
+    before it starts (no Fabric, no tracker run), raises for a run that cannot
+    start (a finetuning run's pretraining missing or failed); `trunk`: a wsd
+    branch's trunk directory (--trunk), else the one beside `run_dir`
+    (study.grid.trunk_beside). A second process in the same directory exits 1
+    with no record (locks.RunBusy)."""
+    spec = spec.placed(run_dir)
+    run = Execution(spec, Path(run_dir))
+    if trunk is None:
+        trunk = grid.trunk_beside(run_dir, spec.cell, spec.train.branch_of)
     try:
-        if resume_from:
-            print(f"resuming from {resume_from}", flush=True)
-            if fabric.is_global_zero:  # the one rank that logs metrics.csv
-                resume.keep_history(run_dir)
-            loop.resume(resume_from)
-        elif fork:
-            print(f"branching from {fork[0]} at step {fork[1]}", flush=True)
-            loop.fork(*fork)
-        loop.run()
-        metrics["train_loss"] = loop.train_loss
-        evaluated = after_training(loop)
-        fabric.log_dict(evaluated, step=loop.step)
-        metrics.update(evaluated)
-    except Diverged:
-        status = "diverged"  # at loop.diverged_step; the last finite loss logged stays
-        metrics["train_loss"] = loop.train_loss
-    except Exception as err:  # a run that crashes is data too: record it ...
-        full = no_space(err, run_dir)
-        if full:  # a full disk is no result of the run: no record, one message
-            trackers.stop(fabric.loggers, "failed", quiet=True)
-            raise full from None
-        if fails_the_job(err):  # ... unless the machine failed it (job_errors)
-            trackers.stop(fabric.loggers, "failed", quiet=True)
-            raise
-        status, error = "failed", error_line(err)
+        with run_lock(run.dir):
+            try:
+                if check is not None:
+                    check()
+                run.prepare(recipe, trunk)
+                run.train()
+                return run.end()
+            finally:
+                stop_other_ranks(wait=run.finished)
+    except BaseException as err:  # the job's, before, after or around its training
+        return run.settle(err)
+
+
+class Execution:
+    """One run as `execute` runs it, in order: `prepare` (start, recipe, FLOPs,
+    steps, loop), `train` (the loop and the evaluation), `end` (the record),
+    and `settle` wherever one raises."""
+
+    def __init__(self, spec: Spec, run_dir: Path) -> None:
+        self.dir, self.path = run_dir, run_dir / "record.parquet"
+        self.spec, self.identity = spec, spec.record_identity()  # every record it writes
+        self.fabric: Fabric | None = None
+        self.loop: TrainingLoop | None = None
+        self.recipe: Recipe | None = None
+        self.record: dict = {}  # what is known of it before training
+        self.metrics: dict[str, float] = {}  # what its training measured
+        self.training = False  # the loop or the evaluation is running
+        self.finished = False  # its ok or diverged record written: its ranks may exit
+        self.status, self.error = "ok", ""
+        self.fork: tuple[Path, int] | None = None
+
+    def prepare(self, recipe: Callable[[], Recipe], trunk: Path | None) -> None:
+        """Start the run and build its recipe; count a step's FLOPs on the
+        built model, decide the steps they buy, and build the loop (a wsd
+        branch's from its `trunk`'s fork checkpoint: training/branches.py)."""
+        spec = self.spec
+        self.fabric = fabric = start(spec, self.dir)
+        self.recipe = made = recipe()
+        flops = step_flops(fabric, made.model, made.splits["train"], made.cfg.batch_size,
+                           spec.trainer.micro_batch)
+        cfg = branches.budgeted(made.cfg, flops, made.seq_len, made.name)
+        cfg = made.match_compute(cfg, flops)
+        self.fork = branches.fork_point(cfg, trunk)
+        seed = rank_seed(spec.seed, fabric.global_rank)
+        seed_everything(seed, verbose=False)
+        made.model.reseed(seed)
+        # The identity last: the spec's, whatever the recipe's fields say.
+        self.record = {**provenance(spec, cfg, fabric, made.model, flops),
+                       "seq_len": made.seq_len, **made.record, **self.identity}
+        self.loop = TrainingLoop(
+            fabric, made.model, cfg, self.dir, spec.config_hash(),
+            shard(fabric, made.splits["train"], cfg.batch_size, spec.seed, True),
+            shard(fabric, made.splits["val"], cfg.batch_size, spec.seed, False),
+            keep_best=made.keep_best, micro_batch=spec.trainer.micro_batch,
+            forks=branches.trunk_forks(cfg, flops, made.seq_len),
+            fork_step=self.fork[1] if self.fork else None)
+
+    def train(self) -> None:
+        """Train from the run's own last.ckpt, its fork or step 0, and
+        evaluate; a divergence or the run's own error ends the training, not
+        the run (`settle`), which goes on to its record."""
+        loop, fabric = self.loop, self.fabric
+        resume_from = resume.resume_point(self.dir, self.record["config_hash"])
+        self.training = True
+        try:
+            if resume_from:
+                print(f"resuming from {resume_from}", flush=True)
+                if fabric.is_global_zero:  # the one rank that logs metrics.csv
+                    resume.keep_history(self.dir)
+                loop.resume(resume_from)
+            elif self.fork:
+                print(f"branching from {self.fork[0]} at step {self.fork[1]}", flush=True)
+                loop.fork(*self.fork)
+            loop.run()
+            self.metrics["train_loss"] = loop.train_loss
+            evaluated = self.recipe.evaluate(loop)
+            fabric.log_dict(evaluated, step=loop.step)
+            self.metrics.update(evaluated)
+        except Exception as err:
+            self.settle(err)
+        self.training = False
+
+    def end(self) -> dict:
+        """The record: what the loop counted over what was known, its tracker
+        runs ended with it, written by rank 0."""
+        loop, fabric = self.loop, self.fabric
+        wall = loop.elapsed()
+        # Every device's tokens (DDP: each rank counted its own shard's). A
+        # failed run reduces nothing: its ranks need not have failed together,
+        # and a rank waiting in another collective would hold them all until
+        # the timeout; its record counts this rank's tokens for every rank.
+        if self.status == "failed":
+            tokens = loop.tokens_seen * fabric.world_size
+        else:
+            tokens = int(fabric.all_reduce(torch.tensor(loop.tokens_seen, device=fabric.device),
+                                            reduce_op="sum"))
+        record = self.record
+        record.update(
+            status=self.status, error=self.error, diverged_step=loop.diverged_step,
+            stopped_by=loop.stopped_by, plateau_step=loop.plateau_step, final_lr=loop.final_lr,
+            steps=loop.step, tokens_seen=tokens, train_flops=record["flops_per_step"] * loop.step,
+            wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
+            device=str(fabric.device), fork_step=loop.fork_step, fork_seconds=loop.fork_seconds,
+            **{k: float(self.metrics.get(k, record.get(k, math.nan))) for k in METRICS},
+        )
+        trackers.finish(fabric.loggers, record)
+        if fabric.is_global_zero:
+            write_record(record, self.path)
+        self.finished = self.status != "failed"
+        return record
+
+    def settle(self, err: BaseException) -> dict | None:
+        """The one place an exception of a run is sorted, wherever it was raised:
+
+        - another process trains the run (locks.RunBusy): its message, exit 1;
+        - a stop (loop.Preempted, checkpoint saved: exit 143), an interrupt, a
+          kill, or what `settle` raised already: passed on, the tracker runs
+          ended `killed` if it stopped the training;
+        - a full disk (atomic.no_space): its one line, no record;
+        - the machine's error (`fails_the_job`): no record, exit 1 (JobFailed);
+        - during training, a non-finite loss (loop.Diverged) or the run's own
+          error: returns None, the run going on to its record, `diverged` or
+          `failed` with what it measured;
+        - before or after training, the run's own error: a failed record of its
+          identity alone, returned.
+
+        The tracker runs a full disk or the machine stops end `failed`.
+        Everything but the stops prints the traceback to the job's log."""
+        training, self.training = self.training, False  # the tracker runs end once
+        if isinstance(err, RunBusy):
+            print(err.message, file=sys.stderr, flush=True)
+            raise err
+        if not isinstance(err, Exception):
+            if training:
+                trackers.stop(self.fabric.loggers, "killed")
+            raise err
+        if training and isinstance(err, Diverged):
+            self.status = "diverged"  # at loop.diverged_step; the last finite loss logged stays
+            self.metrics["train_loss"] = self.loop.train_loss
+            return None
+        full = no_space(err, self.dir)
+        if full or fails_the_job(err):
+            if training:  # quiet: nothing more can be written, the one error is raised
+                trackers.stop(self.fabric.loggers, "failed", quiet=True)
+            if full:
+                raise full from None
+            traceback.print_exc()
+            print(f"the machine failed the run ({error_line(err)}): no record; the job fails "
+                  "so that the scheduler retries it", flush=True)
+            raise JobFailed from err
         traceback.print_exc()
-    except BaseException:  # stopped for a resume (loop.Preempted), interrupted
-        trackers.stop(fabric.loggers, "killed")
-        raise
-    wall = loop.elapsed()
-    # Every device's tokens (DDP: each rank counted its own shard's). A failed
-    # run reduces nothing: its ranks need not have failed together, and a
-    # rank waiting in another collective would hold them all until the
-    # timeout; its record counts this rank's tokens for every rank.
-    if status == "failed":
-        tokens = loop.tokens_seen * fabric.world_size
-    else:
-        tokens = int(fabric.all_reduce(torch.tensor(loop.tokens_seen, device=fabric.device),
-                                        reduce_op="sum"))
-    record.update(
-        status=status, error=error, diverged_step=loop.diverged_step,
-        stopped_by=loop.stopped_by, plateau_step=loop.plateau_step, final_lr=loop.final_lr,
-        steps=loop.step, tokens_seen=tokens, train_flops=record["flops_per_step"] * loop.step,
-        wall_seconds=wall, tokens_per_second=tokens / wall if wall else math.nan,
-        device=str(fabric.device), fork_step=loop.fork_step, fork_seconds=loop.fork_seconds,
-        **{k: float(metrics.get(k, record.get(k, math.nan))) for k in METRICS},
-    )
-    trackers.finish(fabric.loggers, record)
-    if fabric.is_global_zero:
-        write_record(record, path)
-    return record
+        if training:
+            self.status, self.error = "failed", error_line(err)
+            return None
+        record = failed_record(self.identity, err)
+        write_record(record, self.path)
+        return record

@@ -3,7 +3,10 @@
 The cell's `RunSpec` (study/specs.py) is everything the run depends on; its
 prior (priors/) says how the backbone starts (its own init, Fixup, or a
 pretraining stage's checkpoint) and how long it trains (compute matching);
-training/run.py does the rest that every run does.
+`run` builds the run's recipe (training/run.py's Recipe: its data, its model
+under its prior, what it records of its pretraining, its evaluation on the
+test split) and hands it to `execute`, which does the rest that every run
+does.
 """
 
 from __future__ import annotations
@@ -19,11 +22,10 @@ from ..models.layers import fixed_length
 from ..priors import PRIORS
 from ..records import data_checksum, read_records
 from ..study.specs import RunSpec, TrainConfig
-from .branches import budgeted
 from .data import has_padding, shard
 from .loop import evaluate
 from .modules import Classifier
-from .run import job_errors, start, step_flops, train_and_record
+from .run import Recipe, execute
 
 
 def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
@@ -54,52 +56,60 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
     return Classifier(backbone, head, data.n_classes, data.pad_id), report
 
 
-@job_errors
 def run(spec: RunSpec, data_dir: Path, run_dir: Path, pretrained: Path | None = None,
         trunk: Path | None = None) -> dict:
     """Train one cell and write run_dir/record.parquet; returns the record.
 
     `pretrained`: the directory of the pretraining stage the prior needs (its
     best.ckpt and record.parquet), for spt, upstream and scratch_matched;
-    `trunk`: a wsd branch's trunk directory (training/branches.py).
+    `trunk`: a wsd branch's trunk directory (training/branches.py), else the
+    one beside run_dir.
     """
+    pretrained = Path(pretrained) if pretrained else None
+    return execute(spec, lambda: recipe(spec, data_dir, pretrained), run_dir, trunk,
+                   check=lambda: pretraining(spec, pretrained))
+
+
+def pretraining(spec: RunSpec, pretrained: Path | None) -> pd.Series | None:
+    """The record of the pretraining run the cell's prior needs (None for a
+    prior that needs none); ValueError where it is not given or did not
+    finish ok."""
     prior = PRIORS[spec.prior]
     if prior.needs and pretrained is None:
         raise ValueError(f"prior {spec.prior!r} needs the {prior.needs} "
                          "pretraining directory (--pretrained)")
-    pretrained = Path(pretrained) if pretrained else None
-    pretrain_record = read_records(pretrained / "record.parquet").iloc[0] if pretrained else None
-    if pretrain_record is not None and pretrain_record["status"] != "ok":
+    record = read_records(pretrained / "record.parquet").iloc[0] if pretrained else None
+    if record is not None and record["status"] != "ok":
         raise ValueError(f"{pretrained}: its {prior.needs} pretraining run "
-                         f"{pretrain_record['status']}, so there is nothing to start from")
-    fabric = start(spec, run_dir)
+                         f"{record['status']}, so there is nothing to start from")
+    return record
+
+
+def recipe(spec: RunSpec, data_dir: Path, pretrained: Path | None) -> Recipe:
+    """The cell's recipe: its task's data, its model under its prior (which
+    says its train config and lengthens it to match a pretraining's compute),
+    what its record keeps of its pretraining, and its test accuracy."""
+    prior = PRIORS[spec.prior]
+    pretrain_record = pretraining(spec, pretrained)  # checked before the run started
     data = tasks.load(spec.task, spec.task_config, data_dir)
     cfg = prior.schedule(spec.train, spec.arch)
     model, report = build_classifier(spec, cfg, data, pretrained)
     if report:
         print(f"prior {spec.prior}: {report}")
-    # The steps it trains, from a step's FLOPs counted on the built model.
-    flops = step_flops(fabric, model, data.splits["train"], cfg.batch_size,
-                       spec.trainer.micro_batch)
-    cfg = budgeted(cfg, flops, data.seq_len, f"{spec.arch} at size {spec.size} on {spec.task}")
-    cfg = prior.match_compute(cfg, flops, pretrain_record)
-    record = {"task": spec.task, "task_data": data.label, "prior": spec.prior,
-              "stage": prior.stage, "seq_len": data.seq_len,
-              "data_checksum": data_checksum(data_dir)}
+    record = {"task_data": data.label, "data_checksum": data_checksum(data_dir)}
     if prior.pretrain:
         record.update(pretrain_flops=float(pretrain_record["train_flops"]),
                       upstream_loss=float(pretrain_record["upstream_loss"]),
                       # null for a pretraining record written before the field
                       pretrain_causal=(None if pd.isna(pretrain_record["causal"])
                                        else bool(pretrain_record["causal"])),
-                      pretrain_seed=int(pretrain_record["seed"]),
-                      # a budgeted pretraining's budget (null before the field)
-                      budget=(None if pd.isna(pretrain_record["budget"])
-                              else float(pretrain_record["budget"])))
+                      pretrain_seed=int(pretrain_record["seed"]))
 
-    def after_training(loop) -> dict:
-        test = shard(fabric, data.splits["test"], cfg.batch_size, spec.seed, False)
-        return {**loop.final_validation(), **evaluate(fabric, model, test, "test")}
+    def evaluate_on_test(loop) -> dict:
+        test = shard(loop.fabric, data.splits["test"], cfg.batch_size, spec.seed, False)
+        return {**loop.final_validation(), **evaluate(loop.fabric, model, test, "test")}
 
-    return train_and_record(fabric, spec, model, cfg, data.splits, run_dir, record,
-                            after_training, flops=flops, trunk=trunk)
+    return Recipe(model, cfg, data.splits, data.seq_len, record, evaluate_on_test,
+                  name=f"{spec.arch} at size {spec.size} on {spec.task}",
+                  match_compute=lambda cfg, flops: prior.match_compute(cfg, flops,
+                                                                       pretrain_record))
