@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from scalestudy.locks import RunBusy, run_lock
-from scalestudy.study import specs
+from scalestudy.study import grid, specs
 from scalestudy.training.run import execute
 
 from tests.support.studies import DECLARED_STUDY, typed
@@ -42,8 +42,8 @@ def test_a_second_process_is_refused(held):
 
 def test_a_refused_run_writes_no_record_and_runs_nothing(held, capsys):
     run_dir, _ = held
-    spec = specs.RunSpec.from_dict(specs.run_spec(DECLARED_STUDY, "listops", "s4", "xs",
-                                                  "random", 1))
+    spec = specs.RunSpec.from_dict(specs.run_spec(
+        typed(DECLARED_STUDY), grid.Cell("listops", "s4", "xs", "random", 1)))
     ran = []
     with pytest.raises(RunBusy):
         execute(spec, lambda: ran.append(1), run_dir, check=lambda: ran.append(0))
@@ -74,7 +74,6 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     import copy
 
     from scalestudy.records import read_records
-    from scalestudy.study import grid
     from scalestudy.training import job, task
     from scalestudy.training import run as executor
 

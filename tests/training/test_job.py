@@ -61,15 +61,13 @@ def test_a_record_is_named_by_its_spec_whatever_its_pretraining_s_record_says(da
     config["tasks"] = {"listops": TASK}
     config["train"].update(max_steps=4, batch_size=8, warmup_steps=1, val_every=2)
     config["trainer"].update(accelerator="cpu")
-    pretraining = specs.PretrainSpec.from_dict(specs.pretrain_spec(
-        config, "spt", "listops", "transformer", "xxs", None, 3e11))
-    spt = tmp_path / grid.PretrainCell("spt", "listops", "transformer", "xxs", None,
-                                       3e11).directory
+    run = grid.PretrainCell("spt", "listops", "transformer", "xxs", None, 3e11)
+    pretraining = specs.PretrainSpec.from_dict(specs.pretrain_spec(typed(config), run))
+    spt = tmp_path / run.directory
     write_record(dict(failed_record(pretraining.record_identity(), ValueError()), status="ok",
                       train_flops=1.0), spt / "record.parquet")
     cell = grid.Cell("listops", "transformer", "xxs", "scratch_matched", 1, 3e11)
-    spec = specs.RunSpec.from_dict(specs.run_spec(config, "listops", "transformer", "xxs",
-                                                  "scratch_matched", 1, 3e11))
+    spec = specs.RunSpec.from_dict(specs.run_spec(typed(config), cell))
     record = job.train(spec, data_dir, tmp_path / cell.directory, spt)
     assert record["status"] == "ok" and record["steps"] == 5  # spt's one step matched
     identity = spec.placed(tmp_path / cell.directory).record_identity()
