@@ -28,7 +28,7 @@ from scalestudy.records import read_records, write_record
 from scalestudy.study.specs import RunSpec
 from scalestudy.training.modules import Classifier
 from scalestudy.training.run import git_rev
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support.cells import TASK
 from tests.support.figure_checks import keep_figures

@@ -74,7 +74,7 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     import copy
 
     from scalestudy.records import read_records
-    from scalestudy.training import job, task
+    from scalestudy.training import job, task_run
     from scalestudy.training import run as executor
 
     config = copy.deepcopy(DECLARED_STUDY)
@@ -86,7 +86,7 @@ def test_a_failed_record_is_named_by_the_spec_s_cell(tmp_path, monkeypatch, prio
     def broken(*args):
         raise FileNotFoundError("no data")
 
-    monkeypatch.setattr(task, "pretraining", lambda spec, pretrained: None)  # checked
+    monkeypatch.setattr(task_run, "pretraining", lambda spec, pretrained: None)  # checked
     monkeypatch.setattr(executor, "start", broken)
     record = job.train(spec, tmp_path / "data", run_dir)
     assert record["status"] == "failed" and "no data" in record["error"]

@@ -653,7 +653,7 @@ def resume(ctx: Context) -> dict:
 
     from scalestudy.study.specs import RunSpec
     from scalestudy.training import loop
-    from scalestudy.training.task import run
+    from scalestudy.training.task_run import run
 
     data = listops_data(ctx)
     precision = "16-mixed" if ctx.cuda else "bf16-mixed"

@@ -128,7 +128,8 @@ def test_every_parameter_of_backbone_and_masked_lm_head_gets_a_gradient(arch):
     # scored position (an expert of the last block fed only unmasked tokens) has no
     # gradient to get.
     model = MaskedLM(backbone, VOCAB, 1.0, None, seed=0).train()
-    loss, aux = model.masked_loss(tokens_and_mask(), torch.Generator().manual_seed(0))
+    loss, aux = model.training_loss(model.masked(tokens_and_mask(),
+                                                 torch.Generator().manual_seed(0)))
     (loss + aux).backward()
     assert_every_parameter_has_a_gradient(model)
     if arch == "mos":

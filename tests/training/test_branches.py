@@ -17,7 +17,7 @@ from scalestudy.records import read_records
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import loop, modules, resume
 from scalestudy.training.branches import fork_name
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support import ROOT
 from tests.support.cells import TASK
@@ -154,7 +154,7 @@ import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from tests.training.test_branches import branch_spec
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 run(branch_spec(Path({data!r})), Path({data!r}), Path({out!r}), trunk=Path({trunk!r}))
 """
 

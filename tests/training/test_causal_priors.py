@@ -15,7 +15,7 @@ from scalestudy.priors import PRIORS
 from scalestudy.records import read_records
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.training.pretrain import run_pretrain
-from scalestudy.training.task import build_classifier, run
+from scalestudy.training.task_run import build_classifier, run
 
 from tests.support.cells import TASK
 

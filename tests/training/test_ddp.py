@@ -30,7 +30,7 @@ from scalestudy.records import read_records
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import resume
 from scalestudy.training.flops import flops_per_step
-from scalestudy.training.task import build_classifier, run
+from scalestudy.training.task_run import build_classifier, run
 
 from tests.support import ROOT
 

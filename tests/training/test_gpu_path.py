@@ -39,8 +39,8 @@ from scalestudy.training import devices, loop, memory, run
 from scalestudy.training.flops import flops_per_step
 from scalestudy.training.masked_lm import MaskedLM
 from scalestudy.training.modules import Classifier, fused_adamw
-from scalestudy.training.task import build_classifier
-from scalestudy.training.task import run as train
+from scalestudy.training.task_run import build_classifier
+from scalestudy.training.task_run import run as train
 
 from tests.support import ROOT
 from tests.support.cells import TASK
@@ -238,7 +238,7 @@ def test_causal_attention_with_is_causal_equals_the_padding_and_causal_mask(arch
     def outputs():
         with torch.no_grad():
             hidden = backbone(tokens, real).hidden
-            return (hidden[real], lm.masked_loss(tokens, torch.Generator())[0],
+            return (hidden[real], lm.training_loss(lm.masked(tokens, torch.Generator()))[0],
                     classifier.training_loss((tokens, labels))[0])
 
     fused = outputs()

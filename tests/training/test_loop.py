@@ -13,7 +13,7 @@ import torch
 
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import loop, modules
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support.cells import TASK
 

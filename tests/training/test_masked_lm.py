@@ -1,11 +1,12 @@
 """The masked-LM objective of SPT and upstream pretraining (non-causal path),
 checked against what the backbone receives and a hand-written cross-entropy.
 
-`MaskedLM.masked_loss` must feed the backbone the *masked* inputs (every masked
-position the [MASK] id, Amos et al.'s plain replacement; no 80/10/10), score
-the masked positions only, and `evaluation_sums` must weight the held-out loss
-per masked token (the record's `upstream_loss`: "held-out masked-token NLL
-(nats)"), not per sequence.
+`MaskedLM.training_loss` of a batch `MaskedLM.masked` made must feed the
+backbone the *masked* inputs (every masked position the [MASK] id, Amos et
+al.'s plain replacement; no 80/10/10), score the masked positions only, and
+`evaluation_sums` must weight the held-out loss per masked token (the
+record's `upstream_loss`: "held-out masked-token NLL (nats)"), not per
+sequence.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_masked_positions_reach_the_backbone_as_the_mask_id():
     tokens = padded_tokens([16, 11, 6, 16])
     seen = backbone_inputs(model)
     with torch.no_grad():
-        model.masked_loss(tokens, torch.Generator().manual_seed(3))
+        model.training_loss(model.masked(tokens, torch.Generator().manual_seed(3)))
     (inputs,) = seen
     real = tokens != PAD
     masked = inputs == MASK
@@ -76,7 +77,7 @@ def test_the_loss_is_the_cross_entropy_over_masked_positions_only():
     tokens = padded_tokens([16, 11, 6, 16])
     seen = backbone_inputs(model)
     with torch.no_grad():
-        loss, aux = model.masked_loss(tokens, torch.Generator().manual_seed(3))
+        loss, aux = model.training_loss(model.masked(tokens, torch.Generator().manual_seed(3)))
     (inputs,) = list(seen)
     masked = inputs == MASK
     assert masked.any()
@@ -97,7 +98,7 @@ def test_nothing_masked_gives_a_zero_loss_that_still_backpropagates():
     model = masked_lm(ratio=0.0).train()
     tokens = padded_tokens([16, 9])
     seen = backbone_inputs(model)
-    loss, aux = model.masked_loss(tokens, torch.Generator().manual_seed(0))
+    loss, aux = model.training_loss(model.masked(tokens, torch.Generator().manual_seed(0)))
     assert torch.equal(seen[0], tokens)  # nothing replaced
     assert loss.item() == 0.0 and loss.requires_grad
     (loss + aux).backward()

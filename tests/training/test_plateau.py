@@ -17,7 +17,7 @@ import pytest
 from scalestudy.study.plateau import PLATEAU_GAIN, plateaued
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import loop, modules
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support.cells import TASK
 

@@ -20,7 +20,7 @@ import torch
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.training import loop, resume
 from scalestudy.training.pretrain import run_pretrain
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support import ROOT
 from tests.support.cells import TASK
@@ -143,11 +143,11 @@ def test_checkpoint_of_another_spec_is_not_resumed(data_dir, tmp_path, uninterru
 
 SIGKILLED = """
 import os, signal, sys
-from scalestudy.training import loop, task
+from scalestudy.training import loop, task_run
 sys.path.insert(0, {root!r})
 from tests.training.test_resume import KILL_AT, kill_at, train_spec
 loop.TrainingLoop.after_step = kill_at(KILL_AT, lambda: os.kill(os.getpid(), signal.SIGKILL))
-task.run(train_spec(), {data!r}, {out!r})
+task_run.run(train_spec(), {data!r}, {out!r})
 """
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scalestudy.study.specs import RunSpec
-from scalestudy.training.task import run
+from scalestudy.training.task_run import run
 
 from tests.support.cells import TASK
 

@@ -57,7 +57,7 @@ SOCKET_ENV = "SCALESTUDY_WARM_SOCKET"
 OWNER_ENV = "SCALESTUDY_WARM_OWNER"
 DISABLE_ENV = "SCALESTUDY_WARM"
 # Imported once by the server, so that no job pays for them.
-PRELOAD = ("torch", "lightning", "scalestudy.training.task", "scalestudy.training.pretrain",
+PRELOAD = ("torch", "lightning", "scalestudy.training.task_run", "scalestudy.training.pretrain",
            "scalestudy.tasks", "scalestudy.analysis.fits", "scalestudy.analysis.figures.draw",
            "scalestudy.analysis.tables", "scalestudy.analysis.claims", "scalestudy.records",
            "scalestudy.cli.parser")

@@ -5,7 +5,7 @@ stage, the schedule it forces (`schedule`: the Fixup priors remove LayerNorm
 and warm-up), the pretraining stage (stages.py) whose checkpoint it loads or
 whose compute it matches, how it initialises the backbone (`initialise`) and
 how it lengthens the schedule (`match_compute`). The training run
-(scalestudy.training.task) calls these hooks and never asks which prior it
+(scalestudy.training.task_run) calls these hooks and never asks which prior it
 has, so a new prior is one entry of `PRIORS` (with a class of its own where it
 needs hooks of its own) and its tests.
 

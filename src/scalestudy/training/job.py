@@ -6,8 +6,8 @@ from __future__ import annotations
 
 
 def train(spec, data_dir, run_dir, pretrained=None, given_trunk=None) -> dict:
-    """Train a grid cell (a RunSpec) in `run_dir`; its record (training/task.py)."""
-    from .task import run
+    """Train a grid cell (a RunSpec) in `run_dir`; its record (training/task_run.py)."""
+    from .task_run import run
 
     return run(spec, data_dir, run_dir, pretrained, given_trunk)
 

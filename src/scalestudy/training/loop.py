@@ -224,7 +224,7 @@ def to_device(fabric: Fabric, batch):
 class TrainingLoop:
     """One run's training loop. `module` is a modules.StudyModule; `cfg` the
     run's final train config (study.specs.TrainConfig with the steps it
-    trains, a budget's or a compute match's: training/task.py, pretrain.py),
+    trains, a budget's or a compute match's: training/task_run.py, pretrain.py),
     which the optimiser and its schedule are built from; `train` a data.loader
     (shuffled; this rank's shard), `val` this rank's validation shard, each of
     this rank's share of cfg.batch_size; `micro_batch` the examples of one

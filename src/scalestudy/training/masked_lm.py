@@ -77,10 +77,6 @@ class MaskedLM(StudyModule):
         out = self.backbone(batch.inputs, batch.real)
         return self.head(out.hidden), batch.targets, out.aux_loss
 
-    def masked_loss(self, tokens: torch.Tensor, generator: torch.Generator):
-        """The training loss of CPU `tokens` masked from `generator`."""
-        return self.training_loss(self.masked(tokens, generator))
-
     def training_loss(self, batch):
         """The mean NLL per scored token (0 where a batch has none), without
         asking the device whether it has any: the sum over the count, which

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .. import tasks
-from ..models import backbone_class, backbone_config
+from ..models import build_backbone
 from ..models.layers import fixed_length
 from ..records import data_checksum
 from ..study.specs import PretrainSpec
@@ -78,10 +78,9 @@ def recipe(spec: PretrainSpec, data_dir: Path, out_dir: Path) -> Recipe:
     stage = spec.stage
     cfg = stage.schedule(spec.train)
     text = corpus(spec, data_dir)
-    bcfg = backbone_config(spec.arch, spec.size, text.vocab_size, text.seq_len, norm=cfg.norm,
-                           dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal,
-                           token_outputs=True)
-    backbone = backbone_class(spec.arch)(bcfg)
+    backbone = build_backbone(spec.arch, spec.size, text.vocab_size, text.seq_len,
+                              norm=cfg.norm, dropout=cfg.dropout, protocol=cfg.protocol,
+                              causal=cfg.causal, token_outputs=True)
     if not has_padding(t for tensors in text.splits.values() for t in tensors):
         fixed_length(backbone)
     model = MaskedLM(backbone, text.vocab_size, text.mask_ratio, spec.span, spec.seed,

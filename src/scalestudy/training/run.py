@@ -1,4 +1,4 @@
-"""One executor for every training job: a task run (training/task.py) and a
+"""One executor for every training job: a task run (training/task_run.py) and a
 pretraining run (training/pretrain.py) each build a `Recipe` (its model, data,
 train config, record fields and what it measures after training) and hand it
 to `execute`, which owns the rest:

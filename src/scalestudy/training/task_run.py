@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import tasks
-from ..models import backbone_class, backbone_config
+from ..models import build_backbone
 from ..models.heads import ClassifierHead
 from ..models.layers import fixed_length
 from ..priors import PRIORS
@@ -45,9 +45,8 @@ def build_classifier(spec: RunSpec, cfg: TrainConfig, data: tasks.TaskData,
                 f"tasks.{spec.task}: sequence length {data.seq_len} exceeds the pretrained "
                 f"backbone's max_len {max_len} (upstream.seq_len)"
             )
-    bcfg = backbone_config(spec.arch, spec.size, data.vocab_size, max_len, norm=cfg.norm,
-                           dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
-    backbone = backbone_class(spec.arch)(bcfg)
+    backbone = build_backbone(spec.arch, spec.size, data.vocab_size, max_len, norm=cfg.norm,
+                              dropout=cfg.dropout, protocol=cfg.protocol, causal=cfg.causal)
     if not has_padding((t for tensors in data.splits.values() for t in tensors[:-1]),
                        data.pad_id):
         fixed_length(backbone)  # the labels aside

@@ -12,7 +12,7 @@ from scalestudy.architectures import ARCHITECTURES
 from scalestudy.records import read_records
 from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.training.pretrain import run_pretrain
-from scalestudy.training.task import build_classifier, run
+from scalestudy.training.task_run import build_classifier, run
 
 from tests.support.cells import TASK
 
@@ -95,7 +95,7 @@ def test_tokens_seen_counts_every_real_token_trained_on(data_dir, tmp_path):
 def test_the_seed_reaches_the_initialisation_itself(data_dir, tmp_path, monkeypatch):
     """Not only the data order or dropout: the initial weights (as the prior left
     them, before any step) are the same for the same seed and differ for another."""
-    from scalestudy.training import task as train
+    from scalestudy.training import task_run as train
 
     initial = []
 
@@ -526,7 +526,7 @@ def test_causal_backbone_pretrains_by_next_token_prediction(data_dir, tmp_path):
                               token_outputs=True)
     model = MaskedLM(backbone, data.vocab_size, 0.1, None, seed=0).eval()
     tokens = data.splits["train"][0][:4].long()
-    loss, _ = model.masked_loss(tokens, torch.Generator().manual_seed(0))
+    loss, _ = model.training_loss(model.masked(tokens, torch.Generator().manual_seed(0)))
     real = tokens != 0
     logits = model.head(backbone(tokens, real).hidden)
     # Written out: position t predicts token t + 1, where both are real.
