@@ -1,6 +1,6 @@
 """A study whose warm server is killed mid-run, side by side with one whose is not.
 
-The warm fork server (scalestudy.cli.warm) saves every job its imports; killed
+The warm fork server (scalestudy.cli.fork_server) saves every job its imports; killed
 (SIGKILL, as the kernel's OOM killer sends) the next job starts another at the
 same socket, so the rest of the study keeps its warm start. This runs the
 default study (or a preset) from scratch twice in fresh copies of the workflow:
@@ -40,7 +40,7 @@ def servers_of(owner: int) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"scalestudy.cli.warm" in argv and argv[-2:-1] == [str(owner).encode()]:
+        if b"scalestudy.cli.fork_server" in argv and argv[-2:-1] == [str(owner).encode()]:
             try:
                 pid = int(Path(argv[-3].decode() + ".pid").read_text())
                 os.kill(pid, 0)

@@ -160,7 +160,7 @@ def test_no_import_cycle():
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
     assert "scalestudy.cli.parser" in graph["scalestudy.cli"]
-    assert "scalestudy.cli.warm" in graph["scalestudy.cli"]
+    assert "scalestudy.cli.fork_server" in graph["scalestudy.cli"]
 
 
 # The layers (docs/ARCHITECTURE.md, "Layers"), lowest first: a package (a

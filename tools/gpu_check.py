@@ -310,10 +310,10 @@ def environment(ctx: Context) -> dict:
 
 
 def fork_safety(ctx: Context) -> dict:
-    from scalestudy.cli import warm
+    from scalestudy.cli import fork_server as warm
     from scalestudy.records import read_records
 
-    probe = ("import importlib, torch; from scalestudy.cli import warm; "
+    probe = ("import importlib, torch; from scalestudy.cli import fork_server as warm; "
              "[importlib.import_module(m) for m in warm.PRELOAD]; "
              "print(int(torch.cuda.is_initialized()))")
     env = src_first(os.environ)
@@ -583,7 +583,7 @@ def ddp_ends_together(ctx: Context) -> dict:
     (NCCL's watchdog aborts rank 1, and Lightning's watcher then rank 0)."""
     import torch
 
-    from scalestudy.cli import warm
+    from scalestudy.cli import fork_server as warm
     from scalestudy.records import read_records
 
     if ctx.cuda and torch.cuda.device_count() < 2:

@@ -242,7 +242,7 @@ def start_study(workflow, config: dict, study, out: str, gpus) -> None:
     """Claim the study's lock. On a cluster (here, at onstart, Snakemake knows
     its executor) a study names its accelerator. Jobs that run on this machine
     fork from one warm process that has torch, Lightning and the analysis
-    stack imported (scalestudy.cli.warm), instead of each paying seconds of
+    stack imported (scalestudy.cli.fork_server), instead of each paying seconds of
     imports, and a GPU study's jobs take GPUs no other job holds: the `gpu`
     resource (`register_gpus`) and a lock file per GPU
     (scalestudy.training.devices). Cluster jobs run their command directly,
@@ -267,9 +267,9 @@ def start_study(workflow, config: dict, study, out: str, gpus) -> None:
     if gpus and resources.trains_on_gpus(study, gpus):
         slots = resources.write_slots(Path(".snakemake") / "scalestudy-gpus", gpus)
         os.environ[resources.SLOTS_ENV] = str(slots.resolve())
-    from .cli import warm
+    from .cli import fork_server
 
-    warm.start()
+    fork_server.start()
 
 
 def end_study() -> None:

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from scalestudy import tasks
-from scalestudy.cli import warm
+from scalestudy.cli import fork_server as warm
 from scalestudy.records import read_records
 from scalestudy.study.specs import RunSpec
 from scalestudy.training import resume
@@ -140,7 +140,7 @@ def test_ddp_on_two_cpu_processes_records_the_whole_run(data_dir, two_ranks):
 @pytest.mark.slow
 def test_a_ddp_run_through_the_warm_server_equals_a_plain_one(data_dir, two_ranks, tmp_path):
     """The server's child is the `scalestudy` command: Lightning starts the
-    second rank as that command (not `python -m scalestudy.cli.warm train ...`)."""
+    second rank as that command (not `python -m scalestudy.cli.fork_server train ...`)."""
     saved = os.environ.pop(warm.SOCKET_ENV, None)
     server = warm.start()
     socket_path = os.environ.pop(warm.SOCKET_ENV)

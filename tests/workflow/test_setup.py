@@ -18,7 +18,7 @@ import yaml
 
 from scalestudy import locks, trackers
 from scalestudy import workflow as study_workflow
-from scalestudy.cli import warm
+from scalestudy.cli import fork_server as warm
 from scalestudy.study import resources
 from scalestudy.study import status as study_status
 

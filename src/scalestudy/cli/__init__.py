@@ -2,14 +2,14 @@
 the command table (every command's options, help and example) and
 `run_command`; commands.py what each command calls. The entry point `main`
 runs a command in a child of the warm server when the workflow has one
-(warm.py), else here."""
+(cli/fork_server.py), else here."""
 
 from __future__ import annotations
 
 import sys
 
+from .fork_server import run_in_server
 from .parser import run_command
-from .warm import run_in_server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scalestudy.cli import warm
+from scalestudy.cli import fork_server as warm
 from scalestudy.records import read_records
 
 from tests.support.cells import TASK

@@ -91,9 +91,9 @@ def _spawn(path: str, owner: int) -> subprocess.Popen:
     """A server on `path` for the jobs of process `owner`, in its own session
     (no job's process group or log holds it)."""
     with open(f"{path}.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "scalestudy.cli.warm", path, str(owner)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "scalestudy.cli.fork_server", path, str(owner)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
 
 
 def _wait_bound(path: str, server: subprocess.Popen) -> None:

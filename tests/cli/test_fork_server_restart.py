@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.cli import warm
+from scalestudy.cli import fork_server as warm
 
-from tests.cli.test_warm import spec_json
+from tests.cli.test_fork_server import spec_json
 
 
 def wait_for(predicate, seconds: float = 60.0) -> bool:
@@ -51,7 +51,7 @@ def server_pid(path: str) -> int:
 
 OWNER = textwrap.dedent("""
     import sys, time
-    from scalestudy.cli import warm
+    from scalestudy.cli import fork_server as warm
     warm.start()
     import os
     print(os.environ[warm.SOCKET_ENV], os.environ[warm.OWNER_ENV], flush=True)
