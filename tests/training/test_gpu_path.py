@@ -35,7 +35,8 @@ from scalestudy.records import read_records
 from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
-from scalestudy.training import devices, loop, memory, run
+from scalestudy.models import memory
+from scalestudy.training import devices, loop, run
 from scalestudy.training.flops import flops_per_step
 from scalestudy.training.masked_lm import MaskedLM
 from scalestudy.training.modules import Classifier, fused_adamw

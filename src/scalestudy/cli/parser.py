@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from .. import errors
+from .. import errors, plugins
 from ..analysis import X_AXES
 from ..analysis.stages import Options as Fitted
 from . import commands
@@ -375,6 +375,11 @@ def run_command(argv: list[str]) -> int:
     with one line of error for a ValueError or OSError (a bad input, a refused
     output, a full disk), 3 with one line where there is nothing to fit,
     predict or decide, else 0."""
+    try:  # a study's plugins ($SCALESTUDY_PLUGINS) join the registries the commands read
+        plugins.from_environment()
+    except ValueError as err:
+        print(f"scalestudy: error: {err}", file=sys.stderr)
+        return errors.BAD_INPUT
     args = parser().parse_args(argv)
     try:
         args.func(args)

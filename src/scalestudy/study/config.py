@@ -402,6 +402,7 @@ class StudyConfig:
     study: str
     grid: GridConfig
     tasks: dict = field(default_factory=dict)  # a task of the grid -> its config dataclass
+    plugins: tuple[str, ...] = ()  # the plugin modules it names (scalestudy.plugins)
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
@@ -413,6 +414,7 @@ class StudyConfig:
     def from_dict(cls, config: dict) -> StudyConfig:
         """The typed config of a validated study config (the workflow's `config`)."""
         return cls(study=config["study"], grid=_grid(config["grid"]),
+                   plugins=tuple(config.get("plugins") or ()),
                    tasks={name: task_config(name, (config.get("tasks") or {}).get(name, {}))
                           for name in config["grid"]["tasks"]},
                    **{name: parse(kind, name, config.get(name, {}))

@@ -49,7 +49,7 @@ class Task:
     documents: int = 1  # sequences an example puts through the backbone (a pair: 2)
 
 
-TASKS: Registry[Task] = Registry("task", [
+TASKS: Registry[Task] = Registry("task", group="scalestudy.tasks", entries=[
     Task("listops", listops, listops.ListOpsConfig, mask_ratio=0.10),
     Task("text", text, text.TextConfig, mask_ratio=0.15),
     Task("retrieval", retrieval, retrieval.RetrievalConfig, mask_ratio=0.15, documents=2),
