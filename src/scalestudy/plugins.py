@@ -58,3 +58,24 @@ def load(names, root: Path | str | None = None) -> list[str]:
 def from_environment() -> list[str]:
     """Import the plugins $SCALESTUDY_PLUGINS names (a job of a study that has some)."""
     return load(os.environ.get(ENV, "").split(","))
+
+
+def code_version(module_name: str) -> str:
+    """What identifies a plugin's code: the sha256 (16 hex) of its module's
+    source file, else (no source) its distribution's version."""
+    import hashlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    try:
+        source = inspect.getsourcefile(module)
+    except TypeError:
+        source = None
+    if source and Path(source).is_file():
+        return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(module_name.partition(".")[0])
+    except PackageNotFoundError:
+        return "unknown"
