@@ -29,13 +29,12 @@ import yaml
 from scalestudy import tasks
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.cli.parser import run_command
-from scalestudy.models import build_backbone, layers
+from scalestudy.models import build_backbone, layers, memory
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records
 from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
-from scalestudy.models import memory
 from scalestudy.training import devices, loop, run
 from scalestudy.training.flops import flops_per_step
 from scalestudy.training.masked_lm import MaskedLM
