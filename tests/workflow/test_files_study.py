@@ -74,6 +74,15 @@ def test_a_study_of_the_users_files_trains_from_a_csv_and_reruns_when_one_change
     assert "params have changed" in changed.stdout
 
 
+def test_files_beside_a_built_in_task(workdir):
+    beside = {**PRESET, "grid": {**PRESET["grid"], "tasks": ["listops", "files"]}}
+    (workdir / "own.yaml").write_text(yaml.safe_dump(beside))
+    planned = snakemake(workdir, "-n")
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    counts = job_counts(planned.stdout)
+    assert counts["task_data"] == 2 and counts["train"] == 2
+
+
 def test_a_study_of_files_it_cannot_find_is_refused_before_any_job(workdir):
     (workdir / "mydata/test.csv").unlink()
     refused = snakemake(workdir, "-n")
