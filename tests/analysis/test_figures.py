@@ -30,7 +30,6 @@ from scalestudy.analysis.tables import heldout_markdown
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.priors import PRIORS
 from scalestudy.study.config import load_study
-from scalestudy.tasks import TASKS
 
 from tests.support import ROOT
 from tests.support.figure_checks import (
@@ -39,6 +38,7 @@ from tests.support.figure_checks import (
     of_runs_and_fits,
 )
 from tests.support.runs import make_runs, one_fit
+from tests.support.studies import LRA_TASKS
 
 # --------------------------------------------------------------------------- figures
 
@@ -602,7 +602,7 @@ def test_workflow_declares_the_figures_its_grid_feeds():
 
     every = set(of_runs_and_fits(["listops"]))
     assert declared("workstation") == every - {"loss_vs_depth"}
-    every_task = set(of_runs_and_fits(TASKS))  # the smoke study has every LRA task
+    every_task = set(of_runs_and_fits(LRA_TASKS))  # the smoke study has every LRA task
     # The smoke study has one architecture: no gap between two.
     assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth", "gap_closing"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}

@@ -230,8 +230,8 @@ def parser() -> argparse.ArgumentParser:
     runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
     fits_help = "the fits.parquet of the same runs (scalestudy fit)"
 
-    p = command("data", "convert a task's source (LRA release or offline stand-in) into the "
-                "data contract: cached arrays and manifest.json")
+    p = command("data", "convert a task's source (LRA release, offline stand-in or your own "
+                "files) into the data contract: cached arrays and manifest.json")
     p.add_argument("--task", required=True, help="the task to prepare (a name of grid.tasks)")
     p.add_argument("--config", required=True,
                    help="the task's config as JSON (its tasks.<task> section of the study)")

@@ -7,6 +7,8 @@ over `Split`s of token ids, and `write` caches them as
 pairs) plus `manifest.json`:
 
     task, source, standin (null, or what the stand-in is), n_classes, seq_len,
+    data and classes (the user's files, tasks/files.py: what they are, the
+    class names in order),
     vocab (bytes, pixels or listops), vocab_size, mask_ratio (the SPT masking
     ratio of Amos et al. 2023 for the task), pair, pad_id, checksum (SHA-256 of
     every array), config,
