@@ -669,3 +669,25 @@ def test_a_figure_with_nothing_finished_to_plot_is_not_drawn(tmp_path):
     for name in ("error_vs_compute", "accuracy_vs_size_listops", "loss_vs_depth"):
         entry = draw_figure(name, runs, fits, tmp_path, ["listops"], declared=True)
         assert not entry.drawn and entry.notice, name
+
+
+def test_shared_log_limits_keep_every_positive_point_beside_a_zero():
+    """A panel whose error is 0 somewhere (a task learned perfectly) leaves the
+    shared log limits to the positive values: every other point stays in view."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalestudy.analysis.figures.layout import same_limits
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([1e8, 1e9, 1e10], [0.9, 0.88, 0.87], "o")
+    b.plot([1e9, 2e9, 5e9], [0.0, 0.17, 0.33], "o")
+    for ax in (a, b):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    same_limits([a, b])
+    low, high = b.get_ylim()
+    assert 0 < low < 0.17 and high > 0.9 and a.get_ylim() == (low, high)
+    plt.close(fig)
