@@ -80,8 +80,9 @@ def plugin_dir(tmp_path, monkeypatch):
     modules = set(sys.modules)
     yield tmp_path
     ARCHITECTURES._entries, ARCHITECTURES._sources = saved
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
+    for name in set(sys.modules) - modules:  # the plugin modules written here, no other
+        if str(tmp_path) in str(getattr(sys.modules[name], "__file__", "") or ""):
+            del sys.modules[name]
     if str(tmp_path.resolve()) in sys.path:
         sys.path.remove(str(tmp_path.resolve()))
 
@@ -293,3 +294,53 @@ def shutil_profiles(work: Path) -> None:
     import shutil
 
     shutil.copytree(ROOT / "profiles", work / "profiles")
+
+
+def test_scalestudy_options_names_a_plugin_s_architecture_and_its_source(plugin_dir):
+    write_plugin(plugin_dir, "toy_plugin", "toy")
+    plugins.load(["toy_plugin"])
+    from scalestudy.study.config import reference
+
+    named = " ".join(line.lstrip("# ") for line in reference().splitlines()[:8])
+    assert "toy (plugin toy_plugin)" in named
+
+
+def test_a_plugin_that_raises_in_a_run_gives_a_failed_record(plugin_dir, data_dir):
+    """Its probe passes (eval mode); training raises: the run's record is
+    `failed` with the error, as any run's, and the job returns."""
+    write_plugin(plugin_dir, "trap_plugin", "trap")
+    backbone = plugin_dir / "trap_plugin_backbone.py"
+    backbone.write_text(backbone.read_text().replace(
+        "        x = self.embed(tokens)\n",
+        "        x = self.embed(tokens)\n"
+        "        if self.training:\n"
+        "            raise RuntimeError('the plugin fails in training')\n"))
+    plugins.load(["trap_plugin"])
+    from scalestudy.training import job
+
+    from tests.support.cells import TASK
+
+    config = study_with("trap", "trap_plugin")
+    config["tasks"] = {"listops": TASK}
+    config["train"].update(max_steps=2, batch_size=8, warmup_steps=0, val_every=1)
+    study = validate(config)
+    cell = grid.Cell("listops", "trap", "xxs", "random", 0)
+    spec = specs.RunSpec.from_dict(specs.run_spec(study, cell))
+    record = job.train(spec, data_dir, plugin_dir / "results/s" / cell.directory)
+    assert record["status"] == "failed"
+    assert record["error"] == "RuntimeError: the plugin fails in training"
+
+
+def test_a_plugin_without_memory_constants_is_measured_on_a_probe(plugin_dir):
+    from scalestudy.study import costs
+
+    write_plugin(plugin_dir, "toy_plugin", "toy")
+    plugins.load(["toy_plugin"])
+    assert ARCHITECTURES["toy"].activation_bytes is None
+    fp32, bf16 = costs.measured_bytes("toy", "default")
+    assert fp32 > 0 and bf16 > 0
+    small = costs.gpu_memory("toy", "xs", "default", 8, 64, "32-true")
+    large = costs.gpu_memory("toy", "xs", "default", 64, 64, "32-true")
+    assert large - small == pytest.approx(56 * 64 * costs.shape_for("xs", "default").depth
+                                          * costs.shape_for("xs", "default").width * fp32,
+                                          rel=1e-6)

@@ -434,7 +434,7 @@ def reference() -> str:
     """Every declared section at its defaults, then every task's options
     (`tasks:`), as YAML, each option's description a comment above it: what
     a study may state."""
-    lines = []
+    lines = ["", *_named()]
     for name, kind in SECTIONS.items():
         lines += ["", *_comment(kind.__doc__, ""), f"{name}:", *_options(kind, "  ")]
     lines += ["", *_comment(TASKS_DOC, ""), "tasks:"]
@@ -442,6 +442,20 @@ def reference() -> str:
         lines += [*_comment(task.config.__doc__, "  "), f"  {name}:",
                   *_options(task.config, "    ")]
     return "\n".join(lines[1:]) + "\n"
+
+
+def _named() -> list[str]:
+    """The names a grid may use, each kind's, a plugin's named with its source."""
+    from ..architectures import ARCHITECTURES
+    from ..priors import PRIORS
+
+    lines = ["# The names grid.archs, grid.tasks and grid.priors accept (a plugin's with",
+             "# where it comes from: docs/extending.md):"]
+    for key, registry in (("archs", ARCHITECTURES), ("tasks", TASKS), ("priors", PRIORS)):
+        plugins = registry.plugins()
+        names = [f"{n} ({plugins[n]})" if n in plugins else n for n in registry]
+        lines += _comment(f"{key}: {', '.join(names)}", "")
+    return lines
 
 
 def _options(kind: type, indent: str) -> list[str]:
