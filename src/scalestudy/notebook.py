@@ -90,6 +90,12 @@ class Study:
         counts = self.runs["status"].value_counts().to_dict()
         return f"<Study {studies or '?'} from {self.source}: {len(self.runs)} runs {counts}>"
 
+    def __getitem__(self, stage: str):
+        """Any analysis stage's result (analysis/stages.py: "fit", "frontier",
+        "claims", "tables", a new kind's), read from the study's files or made
+        now by its stage."""
+        return self.analysis[stage]
+
     @property
     def fits(self) -> pd.DataFrame:
         """The power-law fits (fits.parquet, else fitted now)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
+import shlex
 import sys
 import types
 from pathlib import Path
@@ -155,13 +155,14 @@ def test_a_result_is_computed_once_given_or_read_back(monkeypatch, tmp_path):
 def test_the_claims_stage_reads_the_frontier_stage_s_result(monkeypatch):
     """The frontier claims read the analysis's frontier: the stage's result,
     computed by the frontier's stage where it was not given (with the claims'
-    bootstrap settings), never fitted by a claim."""
+    bootstrap settings), never fitted by a claim; a claim reads another stage's
+    result from the analysis (`Study.result`)."""
     from scalestudy.analysis.claims import stage as claims_stage
 
     seen = {}
 
-    def evaluate(runs, fits, *, frontier, options):
-        seen.update(frontier=frontier, n_boot=options.n_boot)
+    def evaluate(runs, fits, *, frontier, options, analysis):
+        seen.update(frontier=frontier, n_boot=options.n_boot, analysis=analysis)
         return pd.DataFrame({"verdict": []})
 
     monkeypatch.setattr(claims_stage, "evaluate", evaluate)
@@ -171,11 +172,21 @@ def test_the_claims_stage_reads_the_frontier_stage_s_result(monkeypatch):
     fits = pd.DataFrame()
     analysis = Analysis("runs", ClaimsOptions(n_boot=9), given={"fit": fits})
     analysis.claims  # noqa: B018
-    assert seen == {"frontier": "the stage's", "n_boot": 9}
+    # Any other stage's result a claim reads through the analysis (Study.result).
+    assert seen == {"frontier": "the stage's", "n_boot": 9, "analysis": analysis}
     assert computed == [FrontierOptions(n_boot=9)]  # its bootstrap, the frontier's rest
     given = Analysis("runs", ClaimsOptions(), given={"fit": fits, "frontier": None})
     given.claims  # noqa: B018
     assert seen["frontier"] is None and len(computed) == 1
+
+
+def test_a_claim_reads_a_stage_s_result_from_the_analysis(monkeypatch):
+    from scalestudy.analysis.claims import Study
+
+    fake_stages(monkeypatch, {"fit": {"run": lambda analysis, options: "fits"}})
+    analysis = Analysis("runs")
+    assert Study.of(pd.DataFrame(), pd.DataFrame(), analysis=analysis).result("fit") == "fits"
+    assert Study.of(pd.DataFrame(), pd.DataFrame()).result("fit") is None
 
 
 def test_each_stage_takes_the_options_it_declares_from_the_study_s():
@@ -207,26 +218,36 @@ def test_a_stage_s_command_is_made_from_its_entry():
     assert claims["frontier"].option_strings == ["--frontier"]
 
 
+HOSTILE = "x'; touch PWNED; echo '$(touch PWNED2) `touch PWNED3` \"quoted\" \\ & | > <"
+
+
 def test_the_workflow_s_analysis_rules_are_made_from_the_entries():
     """Each stage's artifact is named once: the rules take it from the registry
     (common.smk's ARTIFACT), never spell it again; the stages' rules come from
-    their entries (analysis.smk), their shell commands quoting every field."""
+    their entries (analysis.smk), each running its stage's command, which the
+    CLI parses back to the very paths and the study's option values, however
+    the paths are spelled (every word quoted)."""
     rules = "\n".join(p.read_text() for p in sorted((ROOT / "workflow/rules").glob("*.smk")))
     for artifact in ("fits.parquet", "claims.md", "/frontier", "/figures/", "/tables/",
                      "alpha.csv"):
         assert f"{{OUT}}{artifact}" not in rules.replace("{OUT}/logs", ""), artifact
     assert "for stage in STAGE_RULES:" in rules
+    study = {"x_axis": "params", "n_boot": 10, "ci": 0.9}
     for stage in study_stages():
         if not stage.rule:
             continue
-        needs = dict.fromkeys(stage.needs, True)
-        options = study_values(stage, {"x_axis": "compute", "n_boot": 10, "ci": 0.9})
-        shell = command_line(stage, needs, options)
-        fields = re.findall(r"(?<!\{)\{([^{}]+)\}(?!\})", shell)
-        assert fields and all(f.endswith(":q") for f in fields), shell
-        assert shell.startswith(f"scalestudy {' '.join(stage.command or (stage.name,))} ")
-
-
+        runs, out = f"/r/{HOSTILE}/runs.parquet", f"/r/{HOSTILE}/{stage.artifact}"
+        needs = {name: f"/r/{HOSTILE}/{name}" for name in stage.needs}
+        options = study_values(stage, study)
+        assert set(options) <= set(study), stage.name
+        words = shlex.split(command_line(stage, runs, out, needs, options))
+        assert words[:len(stage.command or (stage.name,)) + 1] == [
+            "scalestudy", *(stage.command or (stage.name,))]
+        args = parser().parse_args(words[1:])
+        assert str(getattr(args, "runs", None) or args.table) == runs
+        assert str(getattr(args, "out", None) or args.out_dir) == out
+        assert {name: str(getattr(args, name)) for name in needs} == needs
+        assert {name: getattr(args, name) for name in options} == options
 def test_the_dag_reads_the_stages_without_pandas_or_matplotlib():
     import subprocess
 

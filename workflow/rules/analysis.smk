@@ -47,9 +47,10 @@ def stage_output(stage):
     return out
 
 
+# A rule made in a loop reads the loop's values when it is defined, never when
+# its job runs: its command, whole and quoted (stages.command_line), is a param.
 for stage in STAGE_RULES:
-    needs = {name: name in STAGE_OUTPUTS for name in stage.needs}
-    options = study_values(stage, config["fit"])
+    needs = {name: ARTIFACT[name] for name in stage.needs if name in STAGE_OUTPUTS}
 
     rule:
         name: stage.name
@@ -58,15 +59,14 @@ for stage in STAGE_RULES:
             CONDA_ENV
         input:
             runs=RUNS,
-            **{name: STAGE_OUTPUTS[name] for name, present in needs.items() if present},
+            **{name: STAGE_OUTPUTS[name] for name in needs},
         output:
             stage_output(stage),
         params:
-            runs=RUNS,
-            out=ARTIFACT[stage.name],
-            **{name: ARTIFACT[name] for name, present in needs.items() if present},
-            **options,
+            command=command_line(
+                stage, RUNS, ARTIFACT[stage.name], needs, study_values(stage, config["fit"])
+            ),
         log:
             f"{OUT}/logs/{stage.name}.log",
         shell:
-            command_line(stage, needs, options) + LOGGED
+            "{params.command}" + LOGGED

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,20 +263,19 @@ def study_values(stage: Stage, fit_section: Mapping[str, Any]) -> dict[str, Any]
             if f.name in fit_section}
 
 
-def command_line(stage: Stage, needs: Mapping[str, bool], options: Mapping[str, Any]) -> str:
-    """The shell command of `stage`'s rule, its fields quoted: its command on
-    {params.runs}, the artifacts of its needs ({params.<need>}; those whose
-    stage the study has, `needs`), its output ({params.out}) and `options`
-    ({params.<option>})."""
-    words = list(stage.command or (stage.name,))
-    words.append("{params.runs:q}")
-    for need in stage.needs:
-        if needs.get(need):
-            words.append(f"{_need_flag(need)} {{params.{need}:q}}".strip())
-    words.append(("--out-dir" if stage.is_directory else "--out") + " {params.out:q}")
+def command_line(stage: Stage, runs, out, needs: Mapping[str, Any],
+                 options: Mapping[str, Any]) -> str:
+    """The shell command of `stage`'s rule, every argument quoted: its command on
+    the runs file `runs`, the artifacts of the stages it needs (`needs`: name ->
+    path, those the study has), its output `out` and `options` (name -> value)."""
+    words = [*(stage.command or (stage.name,)), runs]
+    for need, path in needs.items():
+        words += [_need_flag(need), path] if _need_flag(need) else [path]
+    words += ["--out-dir" if stage.is_directory else "--out", out]
     by_name = {f.name: f for f in dataclasses.fields(stage.options)}
-    words += [f"{flag(by_name[name])} {{params.{name}:q}}" for name in options]
-    return "scalestudy " + " ".join(words)
+    for name, value in options.items():
+        words += [flag(by_name[name]), value]
+    return "scalestudy " + " ".join(shlex.quote(str(word)) for word in words)
 
 
 def _need_flag(need: str) -> str:

@@ -307,13 +307,17 @@ CLAIMS: Registry[Claim] = Registry("claim", [
 
 
 def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, frontier=None,
-             options: ClaimsOptions | None = None, **changes) -> pd.DataFrame:
+             options: ClaimsOptions | None = None, analysis=None,
+             **changes) -> pd.DataFrame:
     """Every scope of every claim, one row each (columns of `Check`): the scope's
     verdict and its claim's, with `options` (options.ClaimsOptions; `changes`:
     some of them, by name). `frontier`: the FrontierResult the frontier's stage
     fitted on the runs' budgets, which the frontier claims read (None: they lack
-    data; `stages.Analysis` runs that stage first, the claims stage's need)."""
-    study = Study.of(runs, fits, frontier, chosen(ClaimsOptions, options, changes))
+    data; `stages.Analysis` runs that stage first, the claims stage's need);
+    `analysis`: that Analysis, whose stages' results a claim reads
+    (`Study.result`)."""
+    study = Study.of(runs, fits, frontier, chosen(ClaimsOptions, options, changes),
+                     analysis=analysis)
     checks = [c for claim in CLAIMS.values() for c in claim.checks(study)]
     return pd.DataFrame([c.as_dict() for c in checks])
 

@@ -6,6 +6,7 @@ measurements into claims.md's cells.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -97,10 +98,17 @@ class Study:
     ci: float = ClaimsOptions.ci
     seed: int = ClaimsOptions.seed
     frontier: FrontierResult | None = None
+    analysis: Any = None  # the stages.Analysis it is checked in, if any
+
+    def result(self, stage: str) -> Any:
+        """Stage `stage`'s result (analysis/stages.py) that a claim reads, never
+        fits: the analysis's (its stage run there on first read); None outside
+        an analysis."""
+        return None if self.analysis is None else self.analysis[stage]
 
     @classmethod
     def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None,
-           options: ClaimsOptions | None = None, **changes) -> Study:
+           options: ClaimsOptions | None = None, analysis=None, **changes) -> Study:
         """The study of `runs`, on the x axis its `fits` were fitted on, with
         `options` (options.ClaimsOptions; `changes`: some of them, by name). Text
         columns become Python objects: with pandas' Arrow strings the claims'
@@ -110,7 +118,8 @@ class Study:
         runs = runs.astype({c: object for c in runs.columns
                             if pd.api.types.is_string_dtype(runs[c])})
         return cls(runs, axes.pop() if len(axes) == 1 else FitOptions.x_axis,
-                   frontier=frontier, n_boot=options.n_boot, ci=options.ci, seed=options.seed)
+                   frontier=frontier, n_boot=options.n_boot, ci=options.ci, seed=options.seed,
+                   analysis=analysis)
 
     @property
     def boot(self) -> dict:

@@ -16,7 +16,8 @@ from .report import is_claims_report
 def run(analysis, options: ClaimsOptions) -> pd.DataFrame:
     """The frontier claims read the frontier stage's result (the analysis runs
     that stage first where it was not given)."""
-    return evaluate(analysis.runs, analysis.fits, frontier=analysis.frontier, options=options)
+    return evaluate(analysis.runs, analysis.fits, frontier=analysis.frontier, options=options,
+                    analysis=analysis)
 
 
 def write(analysis, out: Path, options: ClaimsOptions) -> list[Path]:
