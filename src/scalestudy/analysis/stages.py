@@ -10,10 +10,10 @@ artifact it writes under a study's results; one code path runs it.
   path, read back by its stage);
 - `analyse` writes every stage of a study in order, in one process (`scalestudy
   analyse`, a cached study);
-- `scalestudy <stage>` (fit, tables, claims, and any stage whose `command` is
-  its own name) runs one stage on a runs file and the artifacts of the stages
-  it needs (cli/parser.py makes the command from the entry: its options and
-  their defaults from the declaration; `command_line` is the rule's form of it);
+- `scalestudy <stage>` (fit, tables, claims: every study stage without a
+  `command` of its own) runs one stage on a runs file and the artifacts of the
+  stages it needs (cli/parser.py makes the command from the entry: its options
+  and their defaults from the declaration; `command_line` is a rule's call);
   the frontier's, the figures' and the prediction's commands (`scalestudy
   frontier`, `figure`, `predict`) take tables outside a study too and call the
   same stage functions;
@@ -80,7 +80,7 @@ class Stage:
     name: str
     options: type  # its options' declaration: a frozen dataclass of `options.setting`s
     module: str  # what runs it: run, write, read, refuse, summary
-    summary: str  # what it makes, in one line: its command's help
+    help: str  # what it makes, in one line: its command's help
     # Under a study's results: a file, or a directory of `files` (a tuple, or a
     # function giving it: the DAG declares them; the figures' are the figure
     # registry's); None: no study runs it.
@@ -114,7 +114,7 @@ class Stage:
     def refuse(self, out: Path, inputs) -> None:
         self.implementation.refuse(Path(out), [Path(p) for p in inputs])
 
-    def describe(self, analysis: Analysis, paths: list[Path]) -> str:
+    def summary(self, analysis: Analysis, paths: list[Path]) -> str:
         return self.implementation.summary(analysis, paths)
 
     @property
@@ -173,6 +173,8 @@ ANALYSIS_STAGES: Registry[Stage] = Registry("analysis stage", [
                              {"claims": "the three papers' headline claims"})},
           example="scalestudy claims results/default/runs.parquet "
                   "results/default/fits.parquet --out /tmp/claims.md"),
+    # No study runs it (its targets are the user's): its command, `scalestudy
+    # predict`, calls its module's `predict` with its options.
     Stage("predict", PredictOptions, "scalestudy.analysis.predict.stage",
           "predictions of larger runs from any ladder of runs (scalestudy predict)"),
 ])

@@ -71,7 +71,7 @@ def cmd_stage(args) -> None:
     options = parsed(stage.options, args)
     analysis = Analysis(read_runs(args.runs), options, given)
     paths = analysis.write(stage.name, args.out)
-    print(stage.describe(analysis, paths))
+    print(stage.summary(analysis, paths))
 
 
 def cmd_figure(args) -> None:

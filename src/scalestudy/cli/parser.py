@@ -274,7 +274,7 @@ def parser() -> argparse.ArgumentParser:
 
     for stage in ANALYSIS_STAGES.values():
         if stage.own_command:
-            p = command(stage.name, stage.summary)
+            p = command(stage.name, stage.help)
             _stage_command(p, stage)
             p.set_defaults(func=commands.cmd_stage)
 
