@@ -105,7 +105,7 @@ if BUDGETS:
         wildcard_constraints:
             figure=one_of(FRONTIER_FIGURES),
         params:
-            tasks=GRID["tasks"],
+            tasks=list(GRID.tasks),
             caption=lambda wc: DECLARED[wc.figure][0].caption,
             out_dir=lambda wc, output: os.path.dirname(output.png),
             frontier=ARTIFACT["frontier"],
