@@ -15,10 +15,9 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/collect.smk"
-include: "workflow/rules/fit.smk"
+include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
-include: "workflow/rules/frontier.smk"
 
 
 onstart:
@@ -36,11 +35,8 @@ onerror:
 rule all:
     input:
         f"{OUT}/runs.parquet",
-        ARTIFACT["fit"],
+        ANALYSIS_OUTPUTS,
         FIGURE_PNGS,
         FIGURE_PDFS,
         FIGURE_DATA,
         FIGURE_INDEX,
-        TABLES,
-        ARTIFACT["claims"],
-        FRONTIER,

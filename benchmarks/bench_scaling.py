@@ -59,7 +59,8 @@ def main():
         y = 2.0 * x**-0.1 * np.exp(rng.normal(0, 0.05, x.size))
         timed(f"fit_loglog n={x.size}, 1000 bootstraps", lambda x=x, y=y: fit_loglog(x, y), 5)
         y = (1.5 + 1e4 * x**-0.3) * np.exp(rng.normal(0, 0.01, x.size))
-        timed(f"fit_saturating n={x.size}, 200 bootstraps", lambda x=x, y=y: fit_saturating(x, y))
+        timed(f"fit_saturating n={x.size}, 200 bootstraps",
+              lambda x=x, y=y: fit_saturating(x, y, n_boot=200))
 
 
 if __name__ == "__main__":

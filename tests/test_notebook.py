@@ -56,6 +56,8 @@ def test_runs_fits_and_claims(study, tmp_path):
     assert len(study.runs) == len(runs)
     assert {"alpha_D", "alpha_U"} <= set(study.fits["metric"])
     assert {"claim", "scope", "verdict"} <= set(study.claims.columns) and len(study.claims)
+    # Any stage's result, made by the stage `scalestudy analyse` runs.
+    assert study["fit"] is study.fits and "alpha.csv" in study["tables"]
     # A results directory: its own fits.parquet is what it reads.
     out = tmp_path / "results" / "w"
     out.mkdir(parents=True)

@@ -12,8 +12,10 @@
 
 `path` is a study's results directory (its runs.parquet, and its fits.parquet
 and frontier/ when the workflow wrote them) or a runs file (a cached study's
-data/cache/<name>.parquet); fits and a frontier missing are fitted on first
-use, with the workflow's defaults unless `open_study` is told otherwise (the
+data/cache/<name>.parquet). It is the study's analysis (analysis/stages.py
+`Analysis`): fits, frontier and claims missing are made on first use by their
+stages, with the options `open_study` is given (analysis/options.py `Options`,
+each at its declaration unless given), as `scalestudy analyse` makes them (the
 frontier only for a study with budgets: `study.frontier`). `study.plot` has a
 panel function for every registered figure (analysis/figures FIGURES): it draws
 one panel of the figure into the Axes it is given, as the figure's file draws
@@ -24,11 +26,12 @@ Torch-free (tests/test_layout.py).
 
 from __future__ import annotations
 
-import functools
 import inspect
 from pathlib import Path
 
 import pandas as pd
+
+from .analysis.stages import Analysis, Options
 
 
 class Panels:
@@ -75,13 +78,11 @@ class Panels:
 
 
 class Study:
-    """A study's runs, fits, frontier and claims, and its figures."""
+    """A study's runs, fits, frontier and claims (its `analysis`), and its figures."""
 
-    def __init__(self, runs: pd.DataFrame, fits: pd.DataFrame | None, source: Path,
-                 fit_options: dict, frontier_dir: Path | None = None):
-        self.runs, self._fits, self.source = runs, fits, source
-        self._fit_options = fit_options
-        self._frontier_dir = frontier_dir
+    def __init__(self, analysis: Analysis, source: Path):
+        self.analysis, self.source = analysis, source
+        self.runs = analysis.runs
         self.plot = Panels(self)
 
     def __repr__(self) -> str:
@@ -89,41 +90,28 @@ class Study:
         counts = self.runs["status"].value_counts().to_dict()
         return f"<Study {studies or '?'} from {self.source}: {len(self.runs)} runs {counts}>"
 
+    def __getitem__(self, stage: str):
+        """Any analysis stage's result (analysis/stages.py: "fit", "frontier",
+        "claims", "tables", a new kind's), read from the study's files or made
+        now by its stage."""
+        return self.analysis[stage]
+
     @property
     def fits(self) -> pd.DataFrame:
         """The power-law fits (fits.parquet, else fitted now)."""
-        if self._fits is None:
-            from .analysis.fits import fit_study
+        return self.analysis.fits
 
-            self._fits = fit_study(self.runs, **self._fit_options)
-        return self._fits
-
-    @functools.cached_property
+    @property
     def frontier(self):
         """The compute-optimal frontier of the study's budgeted runs (a
         FrontierResult: the workflow's frontier/, else fitted now), or None
         for a study without budgets."""
-        if self._frontier_dir is not None:
-            from .analysis.frontier.result import FrontierResult
-
-            return FrontierResult.read(self._frontier_dir)
-        from .analysis.frontier.stage import study_frontier
-
-        return study_frontier(self.runs, quiet=True, **self._boot_options)
-
-    @functools.cached_property
-    def claims(self) -> pd.DataFrame:
-        """Every check of the papers' claims, one row each (claims.md's)."""
-        from .analysis.claims import evaluate
-
-        # The workflow's frontier/ when there is one; else the frontier claims fit
-        # the one approach they read, as the frontier's stage fits it.
-        frontier = self.frontier if self._frontier_dir is not None else None
-        return evaluate(self.runs, self.fits, frontier=frontier, **self._boot_options)
+        return self.analysis.frontier
 
     @property
-    def _boot_options(self) -> dict:
-        return {k: v for k, v in self._fit_options.items() if k in ("n_boot", "ci", "seed")}
+    def claims(self) -> pd.DataFrame:
+        """Every check of the papers' claims, one row each (claims.md's)."""
+        return self.analysis.claims
 
     def figures(self) -> list[str]:
         """The file stems of the figures these runs can draw: those their grid
@@ -173,23 +161,27 @@ class Study:
         return entry.files
 
 
-def open_study(path: Path | str, *, x_axis: str = "compute", n_boot: int = 1000,
-               ci: float = 0.95, seed: int = 0, n_boot_saturating: int = 100) -> Study:
-    """The study at `path`: a results directory (runs.parquet, fits.parquet) or
-    a runs file (a cached data/cache/<name>.parquet). The options are those of
-    `scalestudy fit`, used when the fits are made here. The runs are checked as
+def open_study(path: Path | str, options: Options | None = None, **changes) -> Study:
+    """The study at `path`: a results directory (runs.parquet, and fits.parquet
+    and frontier/ where the workflow wrote them) or a runs file (a cached
+    data/cache/<name>.parquet). `options`: what its stages run with where they
+    run here (analysis/options.py `Options`: x_axis, n_boot, ci, seed,
+    n_boot_saturating, as `scalestudy analyse` takes them; `changes`: some of
+    them, by name, the others at their declarations). The runs are checked as
     every analysis command checks them (analysis/inputs.py)."""
-    from .analysis.inputs import read_fits, read_runs
+    from .analysis.fits import read_fits
+    from .analysis.inputs import read_runs
+    from .analysis.options import chosen
 
+    options = chosen(Options, options, changes)
     path = Path(path)
     runs_file = path / "runs.parquet" if path.is_dir() else path
     if not runs_file.is_file():
         raise ValueError(f"{path}: neither a runs file nor a study directory with "
                          f"runs.parquet")
-    fits_file = path / "fits.parquet" if path.is_dir() else None
-    fits = read_fits(fits_file) if fits_file is not None and fits_file.is_file() else None
-    frontier_dir = path / "frontier" if path.is_dir() else None
-    return Study(read_runs(runs_file), fits, path,
-                 {"x_axis": x_axis, "n_boot": n_boot, "ci": ci, "seed": seed,
-                  "n_boot_saturating": n_boot_saturating},
-                 frontier_dir if frontier_dir is not None and frontier_dir.is_dir() else None)
+    given: dict = {}
+    if path.is_dir() and (path / "fits.parquet").is_file():
+        given["fit"] = read_fits(path / "fits.parquet")
+    if path.is_dir() and (path / "frontier").is_dir():
+        given["frontier"] = path / "frontier"  # read back on first use
+    return Study(Analysis(read_runs(runs_file), options, given), path)

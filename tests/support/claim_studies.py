@@ -12,6 +12,8 @@ import pandas as pd
 
 from scalestudy.analysis.claims import CLAIMS
 from scalestudy.analysis.claims.check import Evidence
+from scalestudy.analysis.frontier.stage import study_frontier
+from scalestudy.analysis.options import ClaimsOptions
 from scalestudy.priors import PRIORS
 from scalestudy.stages import STAGES
 from scalestudy.study.config import load_study
@@ -29,6 +31,17 @@ BOOT = {"n_boot": 300, "seed": 0}
 
 def study(runs: pd.DataFrame, **boot) -> Evidence:
     return Evidence(runs, **{**BOOT, **boot})
+
+
+def frontier_study(runs: pd.DataFrame, **boot) -> Evidence:
+    """The study of budgeted `runs` with the frontier the frontier stage fits on
+    them, which its claims read (a claim never fits one): approach 2 alone, the
+    one they read (each approach draws its own random stream, so alone it is
+    the stage's), with the claims' bootstrap settings."""
+    options = ClaimsOptions(**boot)
+    frontier = study_frontier(runs, n_boot=options.n_boot, ci=options.ci, seed=options.seed,
+                              methods=("approach2",), quiet=True)
+    return Evidence.of(runs, pd.DataFrame(), frontier, options)
 
 
 def scopes(name: str, runs: pd.DataFrame, **params):

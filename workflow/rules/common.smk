@@ -8,7 +8,7 @@ import re
 import sys
 
 from scalestudy import workflow as study_workflow
-from scalestudy.analysis.stages import ANALYSIS_STAGES
+from scalestudy.analysis.stages import ANALYSIS_STAGES, study_stages
 from scalestudy.stages import STAGES
 from scalestudy.study import costs, grid, resources, specs
 
@@ -24,9 +24,9 @@ LOCAL_GPUS = study_workflow.register_gpus(workflow, STUDY)
 CONDA_ENV = study_workflow.conda_env(workflow)
 
 OUT = f"results/{STUDY.study}"
-# What each analysis stage writes (scalestudy.analysis.stages, the list
-# `scalestudy analyse` runs): the analysis rules' outputs.
-ARTIFACT = {name: f"{OUT}/{stage.artifact}" for name, stage in ANALYSIS_STAGES.items()}
+# What each analysis stage of a study writes (scalestudy.analysis.stages, the
+# list `scalestudy analyse` runs): the analysis rules' outputs (analysis.smk).
+ARTIFACT = {stage.name: f"{OUT}/{stage.artifact}" for stage in study_stages()}
 
 # Every job writes its output to its log; where it fails, the log's last lines
 # go to the console too (the profile shows no job descriptions), so that its

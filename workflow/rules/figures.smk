@@ -1,6 +1,9 @@
-# Figures and tables from the collected runs and their fits. Every figure is a
-# PNG (embedded in `snakemake --report`, with its caption), a PDF, and a CSV of
-# what it plots (its source data: panel, series, x, y and interval).
+# The figures stage (scalestudy.analysis.stages `figures`), one job per figure
+# of the figure registry: `scalestudy figure`, a part of the stage, draws one
+# from the collected runs and their fits (its frontier figures from the
+# frontier). Every figure is a PNG (embedded in `snakemake --report`, with its
+# caption), a PDF, and a CSV of what it plots (its source data: panel, series,
+# x, y and interval).
 
 from scalestudy.analysis.figures import Grid, grid_figures
 
@@ -12,8 +15,8 @@ from scalestudy.analysis.figures import Grid, grid_figures
 # why in its place, so that no declared output can be missing. figures/index.md
 # lists every figure of the registry with its files or the reason it was not
 # drawn. Each figure's caption is its registry entry's. The frontier's figures
-# (a study with budgets) are drawn from the frontier by frontier.smk's
-# frontier_figure rule, the others from the runs and fits here.
+# (a study with budgets) are drawn from the frontier's artifact by the
+# frontier_figure rule, the others from the runs and fits.
 DECLARED = grid_figures(
     Grid.of(list(GRID.tasks), list(GRID.archs), list(GRID.sizes), list(GRID.priors),
             STUDY.train.protocol, budgeted=bool(BUDGETS))
@@ -22,9 +25,8 @@ FIGURE_PNGS = [f"{ARTIFACT['figures']}/{name}.png" for name in DECLARED]
 FIGURE_PDFS = [f"{ARTIFACT['figures']}/{name}.pdf" for name in DECLARED]
 FIGURE_DATA = [f"{ARTIFACT['figures']}/{name}.csv" for name in DECLARED]
 FIGURE_INDEX = f"{ARTIFACT['figures']}/index.md"
-TABLES = [f"{ARTIFACT['tables']}/{name}"
-          for name in ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md",
-                       "heldout.csv", "heldout.md")]
+# The figures the frontier feeds (all three, with budgets).
+FRONTIER_FIGURES = [stem for stem, (figure, _) in DECLARED.items() if figure.from_frontier]
 
 
 rule figure:
@@ -78,38 +80,38 @@ rule figure_index:
         + LOGGED
 
 
-rule tables:
-    conda:
-        CONDA_ENV
-    input:
-        runs=f"{OUT}/runs.parquet",
-        fits=ARTIFACT["fit"],
-    output:
-        report(
-            f"{ARTIFACT['tables']}/alpha.csv",
-            caption="../report/alpha_table.rst",
-            category="Tables",
-            labels={"table": "scaling coefficients"},
-        ),
-        f"{ARTIFACT['tables']}/alpha.md",
-        report(
-            f"{ARTIFACT['tables']}/lra_accuracy.csv",
-            caption="../report/lra_table.rst",
-            category="Tables",
-            labels={"table": "test accuracy per prior (LRA style)"},
-        ),
-        f"{ARTIFACT['tables']}/lra_accuracy.md",
-        report(
-            f"{ARTIFACT['tables']}/heldout.csv",
-            caption="../report/heldout_table.rst",
-            category="Tables",
-            labels={"table": "held-out prediction of the largest size"},
-        ),
-        f"{ARTIFACT['tables']}/heldout.md",
-    params:
-        out_dir=lambda wc, output: os.path.dirname(output[0]),
-    log:
-        f"{OUT}/logs/tables.log",
-    shell:
-        "scalestudy tables {input.runs:q} {input.fits:q} --out-dir {params.out_dir:q}"
-        + LOGGED
+if BUDGETS:
+
+    localrules:
+        frontier_figure,
+
+    rule frontier_figure:
+        conda:
+            CONDA_ENV
+        input:
+            runs=f"{OUT}/runs.parquet",
+            fits=ARTIFACT["fit"],
+            frontier=FRONTIER,
+        output:
+            png=report(
+                f"{ARTIFACT['figures']}/{{figure}}.png",
+                caption="../report/figure.rst",
+                category="Figures",
+                labels={"figure": "{figure}"},
+            ),
+            pdf=f"{ARTIFACT['figures']}/{{figure}}.pdf",
+            data=f"{ARTIFACT['figures']}/{{figure}}.csv",
+            entry=f"{ARTIFACT['figures']}/index/{{figure}}.json",
+        wildcard_constraints:
+            figure=one_of(FRONTIER_FIGURES),
+        params:
+            tasks=list(GRID.tasks),
+            caption=lambda wc: DECLARED[wc.figure][0].caption,
+            out_dir=lambda wc, output: os.path.dirname(output.png),
+            frontier=ARTIFACT["frontier"],
+        log:
+            f"{OUT}/logs/figures/{{figure}}.log",
+        shell:
+            "scalestudy figure {input.runs:q} {input.fits:q} --name {wildcards.figure:q}"
+            " --frontier {params.frontier:q} --out-dir {params.out_dir:q}"
+            " --entry {output.entry:q} --tasks {params.tasks:q}" + LOGGED

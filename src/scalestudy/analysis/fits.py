@@ -55,10 +55,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..atomic import write_parquet
+from ..atomic import refuse_overwrite, write_parquet
 from ..priors import PRIORS
 from ..stages import FINETUNE, STAGES, TASK_STAGES
 from . import X_AXES
+from .options import FitOptions, chosen
 from .scaling import (
     HELDOUT_PARAMS,
     MIN_SIZES,
@@ -241,16 +242,18 @@ def _nan_fields(d: dict) -> dict:
     return {**{k: np.nan for k in ("coef", "E", "A", "lack_of_fit_p", "interval_df")}, **d}
 
 
-def fit_study(
-    runs: pd.DataFrame, *, x_axis: str = "compute", n_boot: int = 1000, ci: float = 0.95,
-    seed: int = 0, n_boot_saturating: int = 100,
-) -> pd.DataFrame:
-    """Every coefficient of the study (see the module docstring), one row per fit.
+def fit_study(runs: pd.DataFrame, options: FitOptions | None = None,
+              **changes) -> pd.DataFrame:
+    """Every coefficient of the study (see the module docstring), one row per fit,
+    with `options` (options.FitOptions; `changes`: some of them changed, by name).
 
     `n_boot` resamples for the log-log fits and the ratio; `n_boot_saturating`
     for the saturating fits, each of whose replicates is an L-BFGS-B refit
     (~10 ms each, so 100 by default keeps a 13-architecture study in seconds).
     """
+    options = chosen(FitOptions, options, changes)
+    x_axis, n_boot, ci, seed = options.x_axis, options.n_boot, options.ci, options.seed
+    n_boot_saturating = options.n_boot_saturating
     if x_axis not in X_AXES:
         raise ValueError(f"x: got {x_axis!r}, accepted values: {', '.join(X_AXES)}")
     rows: list[dict] = []
@@ -344,8 +347,55 @@ def write_fits(fits: pd.DataFrame, path: Path) -> None:
     write_parquet(pa.Table.from_pandas(fits, preserve_index=False), path)
 
 
+def read_fits(path) -> pd.DataFrame:
+    """A fits.parquet (scalestudy fit), or one ValueError naming the file."""
+    try:
+        fits = pd.read_parquet(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{path}: not a readable Parquet file: {err}") from None
+    missing = [c for c in COLUMNS if c not in fits.columns]
+    if missing:
+        raise ValueError(f"{path}: not a fits table (scalestudy fit): missing columns "
+                         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    return fits
+
+
+def is_fits_table(path) -> bool:
+    """Whether `path` reads as a fits table (a file `scalestudy fit` may replace)."""
+    try:
+        read_fits(path)
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- the stage
+# (analysis/stages.py: what runs it, writes fits.parquet and reads it back)
+
+
+def run(analysis, options: FitOptions) -> pd.DataFrame:
+    return fit_study(analysis.runs, options)
+
+
+def write(analysis, out: Path, options: FitOptions) -> list[Path]:
+    write_fits(analysis.fits, out)
+    return [out]
+
+
+def read(path: Path) -> pd.DataFrame:
+    return read_fits(path)
+
+
+def refuse(out: Path, inputs) -> None:
+    refuse_overwrite(out, "a fits table", inputs, is_fits_table)
+
+
+def summary(analysis, paths: list[Path]) -> str:
+    return analysis.fits.drop(columns=["coef", "E", "A"]).to_string(index=False)
+
+
 __all__ = [
     "CELL", "COLUMNS", "HELDOUT_COLUMNS", "METRICS", "MIN_SIZES", "TASK_STAGES", "UPSTREAM_STAGES",
     "X_AXES", "fit_study", "select", "size_order", "task_runs", "transfers_upstream",
-    "upstream_runs", "write_fits", "x_values",
+    "upstream_runs", "write_fits", "x_values", "read_fits", "is_fits_table",
 ]

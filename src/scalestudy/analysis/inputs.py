@@ -1,6 +1,7 @@
 """The run records every analysis command reads, checked once: `read_runs`
 (a runs.parquet or a cached study) and `check_runs` (a frame of records, as
-the notebook is given one), `read_fits` (a fits.parquet).
+the notebook is given one); a stage's own artifact is read back by its stage
+(fits.py `read_fits`, a fits.parquet).
 
 The record schema (records.py) checks columns, types and categories; this
 module checks what a fit would otherwise take silently (docs/analysis.md,
@@ -73,32 +74,6 @@ def check_runs(runs: pd.DataFrame, source: str = "runs") -> pd.DataFrame:
         _refuse(runs, source, column, ok & ~(np.isfinite(values) & (values > 0)),
                 "a positive number in every run that finished ok")
     return runs
-
-
-def read_fits(path) -> pd.DataFrame:
-    """A fits.parquet (scalestudy fit), or one ValueError naming the file."""
-    import pyarrow as pa
-
-    from .fits import COLUMNS
-
-    try:
-        fits = pd.read_parquet(path)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise ValueError(f"{path}: not a readable Parquet file: {err}") from None
-    missing = [c for c in COLUMNS if c not in fits.columns]
-    if missing:
-        raise ValueError(f"{path}: not a fits table (scalestudy fit): missing columns "
-                         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    return fits
-
-
-def is_fits_table(path) -> bool:
-    """Whether `path` reads as a fits table (a file `scalestudy fit` may replace)."""
-    try:
-        read_fits(path)
-    except ValueError:
-        return False
-    return True
 
 
 def _refuse_duplicates(runs: pd.DataFrame, source: str) -> None:

@@ -32,6 +32,8 @@ from scipy.optimize import minimize
 from scipy.special import huber
 from threadpoolctl import ThreadpoolController
 
+from . import MIN_SIZES
+from .options import Bootstrap, FitOptions
 from .stats import (
     Strata,
     clean_labelled,
@@ -45,10 +47,6 @@ from .stats import (
     stratified,
     t_interval,
 )
-
-MIN_SIZES = 3
-
-
 
 # --------------------------------------------------------------------------- results
 
@@ -179,7 +177,8 @@ def _refused(cls, n_points: int, n_sizes: int, status: str):
 
 
 def fit_loglog(
-    x, y, sizes=None, *, n_boot=1000, ci=0.95, seed=0, min_sizes=MIN_SIZES, size_noise=False
+    x, y, sizes=None, *, n_boot=Bootstrap.n_boot, ci=Bootstrap.ci, seed=Bootstrap.seed,
+    min_sizes=MIN_SIZES, size_noise=False,
 ) -> PowerLawFit:
     """Fit y = coef * x^(-alpha) by ordinary least squares on (log x, log y).
 
@@ -223,7 +222,8 @@ def fit_loglog(
 
 
 def transfer_slope(
-    upstream_loss, downstream_error, sizes=None, *, n_boot=1000, ci=0.95, seed=0,
+    upstream_loss, downstream_error, sizes=None, *, n_boot=Bootstrap.n_boot, ci=Bootstrap.ci,
+    seed=Bootstrap.seed,
     min_sizes=MIN_SIZES, size_noise=False,
 ) -> PowerLawFit:
     """alpha_U,D = d log(downstream error) / d log(upstream loss), across sizes.
@@ -420,7 +420,8 @@ def _saturating_replicates(lx, ly, best, n_boot: int, seed: int, delta: float,
 
 
 def fit_saturating(
-    x, y, sizes=None, *, n_boot=200, ci=0.95, seed=0, delta=1e-3, min_sizes=MIN_SIZES
+    x, y, sizes=None, *, n_boot=FitOptions.n_boot_saturating, ci=Bootstrap.ci,
+    seed=Bootstrap.seed, delta=1e-3, min_sizes=MIN_SIZES,
 ) -> SaturatingFit:
     """Fit y = E + A x^(-alpha) by Huber loss on log residuals (Chinchilla approach 3).
 
@@ -488,7 +489,8 @@ HELDOUT_PARAMS = {"loglog": 2, "saturating": 3}  # the parameters of each form's
 
 
 def heldout_prediction(
-    x, y, sizes, heldout: str, *, form="loglog", n_boot=1000, ci=0.95, seed=0, delta=1e-3,
+    x, y, sizes, heldout: str, *, form="loglog", n_boot=Bootstrap.n_boot, ci=Bootstrap.ci,
+    seed=Bootstrap.seed, delta=1e-3,
     min_sizes=MIN_SIZES, size_noise=False,
 ) -> HeldoutPrediction:
     """Fit the law on every size but `heldout`; predict that size and say how well.

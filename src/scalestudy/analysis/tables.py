@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from ..architectures import ARCHITECTURES
-from ..atomic import replacing_directory
+from ..atomic import refuse_foreign, replacing_directory
 from ..priors import PRIORS
 from .fits import HELDOUT_COLUMNS, METRICS, size_order, task_runs
+from .options import FitOptions, TablesOptions
+from .stages import ANALYSIS_STAGES
 
 ALPHA_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "alpha", "alpha_low",
                  "alpha_high", "ci", "E", "r2", "n_points", "n_sizes", "n_runs", "n_failed",
@@ -77,7 +79,7 @@ def alpha_markdown(fits: pd.DataFrame) -> str:
     t = alpha_table(fits)
     x_axis = t.loc[t["metric"].isin(["alpha_U", "alpha_D"]), "x_axis"]
     x_axis = x_axis.iloc[0] if len(x_axis) else "compute"
-    ci = t["ci"].iloc[0] if len(t) else 0.95
+    ci = t["ci"].iloc[0] if len(t) else FitOptions.ci
     out = [f"# Scaling coefficients\n\nx axis: {x_axis}. Each cell: alpha "
            f"[{ci:.0%} percentile-bootstrap interval over runs]; n/a with the reason "
            "where a fit refused (fewer than three sizes).\n"]
@@ -154,7 +156,7 @@ def heldout_markdown(fits: pd.DataFrame) -> str:
     alpha_U per architecture (both forms), then per task alpha_D (architectures x
     priors) and alpha_U,D, after a line with the median absolute error."""
     t = heldout_table(fits)
-    ci = t["ci"].iloc[0] if len(t) else 0.95
+    ci = t["ci"].iloc[0] if len(t) else FitOptions.ci
     out = ["# Held-out validation of the laws\n\nEach law refitted without the largest size, "
            "predicting that size's mean y at its mean x. Each cell: relative error of the "
            "prediction, (predicted - observed) / observed, in percent [with its "
@@ -244,13 +246,12 @@ def lra_markdown(table: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-TABLE_FILES = ("alpha.csv", "alpha.md", "lra_accuracy.csv", "lra_accuracy.md", "heldout.csv",
-               "heldout.md")
+# Its files, declared by its stage's entry (the workflow's rule declares them too).
+TABLE_FILES = ANALYSIS_STAGES["tables"].artifact_files()
 
 
-def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Write the files of `TABLE_FILES` into `out_dir`, replaced whole."""
-    out_dir = Path(out_dir)
+def tables(runs: pd.DataFrame, fits: pd.DataFrame) -> dict[str, str]:
+    """The text of each file of `TABLE_FILES`."""
     lra = lra_table(runs)
     texts = {
         "alpha.csv": alpha_table(fits).to_csv(index=False),
@@ -260,7 +261,36 @@ def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[
         "heldout.csv": heldout_table(fits).to_csv(index=False),
         "heldout.md": heldout_markdown(fits),
     }
+    return {name: texts[name] for name in TABLE_FILES}
+
+
+def write_tables(runs: pd.DataFrame, fits: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write the files of `TABLE_FILES` into `out_dir`, replaced whole."""
+    return _write(tables(runs, fits), Path(out_dir))
+
+
+def _write(texts: dict[str, str], out_dir: Path) -> list[Path]:
     with replacing_directory(out_dir) as staged:
-        for name in TABLE_FILES:
-            (staged / name).write_text(texts[name])
-    return [out_dir / name for name in TABLE_FILES]
+        for name, text in texts.items():
+            (staged / name).write_text(text)
+    return [out_dir / name for name in texts]
+
+
+# --------------------------------------------------------------------------- the stage
+# (analysis/stages.py: a study's tables/)
+
+
+def run(analysis, options: TablesOptions) -> dict[str, str]:
+    return tables(analysis.runs, analysis.fits)
+
+
+def write(analysis, out: Path, options: TablesOptions) -> list[Path]:
+    return _write(analysis["tables"], out)
+
+
+def refuse(out: Path, inputs) -> None:
+    refuse_foreign(out, TABLE_FILES, "a tables", inputs)
+
+
+def summary(analysis, paths: list[Path]) -> str:
+    return "\n".join(f"wrote {path}" for path in paths)

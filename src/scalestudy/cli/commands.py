@@ -6,7 +6,6 @@ it runs, so that the analysis commands never load torch."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
 def cmd_train(args) -> None:
@@ -54,49 +53,41 @@ def cmd_collect(args) -> None:
     print(f"collected {len(frame)} runs into {args.out}: {counts}")
 
 
-def _stage(name: str, analysis, out, **options) -> list[Path]:
-    """Run one analysis stage (analysis/stages.py), as `analyse` runs them all."""
-    from ..analysis.stages import ANALYSIS_STAGES, Options
+def cmd_stage(args) -> None:
+    """An analysis stage's command (analysis/stages.py), made from its entry: its
+    output refused before anything runs where the stage must not replace it, the
+    runs read and checked (analysis/inputs.py), the artifacts of the stages it
+    needs given (each read back by its stage; one not given is fitted from the
+    runs, with the options of the same names), then its artifact written."""
+    from ..analysis.inputs import read_runs
+    from ..analysis.options import parsed
+    from ..analysis.stages import ANALYSIS_STAGES, Analysis, needs_of
 
-    return ANALYSIS_STAGES[name].write(analysis, Path(out), Options(**options))
-
-
-def cmd_fit(args) -> None:
-    from ..analysis.inputs import is_fits_table, read_runs
-    from ..analysis.stages import Analysis
-    from ..atomic import refuse_overwrite
-
-    refuse_overwrite(args.out, "a fits table", [args.runs], is_fits_table)
-    analysis = Analysis(read_runs(args.runs))
-    _stage("fit", analysis, args.out, x_axis=args.x, n_boot=args.n_boot, ci=args.ci,
-           seed=args.seed, n_boot_saturating=args.n_boot_saturating)
-    print(analysis.fits.drop(columns=["coef", "E", "A"]).to_string(index=False))
-
-
-def _read(args):
-    """The runs and fits a command names, each checked (analysis/inputs.py)."""
-    from ..analysis.inputs import read_fits, read_runs
-
-    return read_runs(args.runs), read_fits(args.fits)
-
-
-def _frontier(args):
-    """The frontier `--frontier` names (its directory), else None."""
-    from ..analysis.frontier.result import FrontierResult
-
-    return None if args.frontier is None else FrontierResult.read(args.frontier)
+    stage = ANALYSIS_STAGES[args.command]
+    required, optional = needs_of(stage)
+    given = {name: getattr(args, name) for name in required}
+    given |= {name: path for name in optional if (path := getattr(args, name)) is not None}
+    stage.refuse(args.out, [args.runs, *given.values()])
+    options = parsed(stage.options, args)
+    analysis = Analysis(read_runs(args.runs), options, given)
+    paths = analysis.write(stage.name, args.out)
+    print(stage.summary(analysis, paths))
 
 
 def cmd_figure(args) -> None:
     """One figure the study's grid feeds (the workflow's `figure` rule): its
-    files, or a notice saying why it has none, and its index entry."""
-    from ..analysis.figures.draw import draw_figure, write_entry
-    from ..atomic import refuse_foreign
+    files, or a notice saying why it has none, and its index entry: a part of
+    the figures stage (figures/draw.py `part`)."""
+    from ..analysis.figures.draw import write_entry
+    from ..analysis.inputs import read_runs
+    from ..analysis.stages import ANALYSIS_STAGES, Analysis
 
-    refuse_foreign(args.out_dir, None, "a figures", [args.runs, args.fits])
-    runs, fits = _read(args)
-    entry = draw_figure(args.name, runs, fits, args.out_dir, args.tasks, declared=True,
-                        frontier=_frontier(args))
+    stage = ANALYSIS_STAGES["figures"]
+    stage.refuse(args.out_dir, [args.runs, args.fits])
+    # Without --frontier, a study without budgets: no frontier, never one fitted here.
+    analysis = Analysis(read_runs(args.runs), given={"fit": args.fits,
+                                                     "frontier": args.frontier})
+    entry = stage.implementation.part(analysis, args.name, args.out_dir, args.tasks)
     write_entry(entry, args.entry)
     print(f"{args.name}: " + (", ".join(map(str, entry.files)) if entry.drawn else
                               f"not drawn ({entry.reason}); a notice stands in its place"))
@@ -115,27 +106,6 @@ def cmd_figure_index(args) -> None:
     print(f"wrote {write_index(entries, args.out.parent)}")
 
 
-def cmd_tables(args) -> None:
-    from ..analysis.stages import Analysis
-    from ..analysis.tables import TABLE_FILES
-    from ..atomic import refuse_foreign
-
-    refuse_foreign(args.out_dir, TABLE_FILES, "a tables", [args.runs, args.fits])
-    for path in _stage("tables", Analysis(*_read(args)), args.out_dir):
-        print(f"wrote {path}")
-
-
-def cmd_claims(args) -> None:
-    from ..analysis.claims.report import is_claims_report
-    from ..analysis.stages import Analysis
-    from ..atomic import refuse_overwrite
-
-    refuse_overwrite(args.out, "a claims report", [args.runs, args.fits], is_claims_report)
-    analysis = Analysis(*_read(args), frontier=_frontier(args))
-    _stage("claims", analysis, args.out, n_boot=args.n_boot, ci=args.ci, seed=args.seed)
-    print(f"wrote {args.out}: {analysis.claims['verdict'].value_counts().to_dict()}")
-
-
 def cmd_status(args) -> None:
     from ..study.status import only_study, report, study_status
 
@@ -149,19 +119,19 @@ def cmd_options(args) -> None:
 
 
 def cmd_frontier(args) -> None:
+    """The frontier of any table, or of a study's runs (--from-runs: the frontier
+    stage's command, analysis/stages.py), with its options (FrontierOptions)."""
     from ..analysis.frontier.next_run import check_next_run, write_next_run
+    from ..analysis.frontier.options import FrontierOptions
     from ..analysis.frontier.stage import frontier
     from ..analysis.frontier.study import read_fit_table
+    from ..analysis.options import parsed
 
     if args.next_run:
         check_next_run(args.from_runs, args.predict, args.next_run, args.table)
-    result = frontier(
-        read_fit_table(args.table) if args.from_runs else args.table, args.out_dir,
-        predict=args.predict, by=args.by, curves=args.curves, n_boot=args.n_boot, ci=args.ci,
-        seed=args.seed, budget_gap=args.budget_gap, max_span=args.max_span,
-        min_sizes=args.min_sizes, window=args.window, compute_axis=args.compute_axis,
-        n_polish=args.n_polish, figures=not args.no_figures, loss_label=args.loss_label,
-    )
+    result = frontier(read_fit_table(args.table) if args.from_runs else args.table,
+                      args.out_dir, predict=args.predict, by=args.by, curves=args.curves,
+                      options=parsed(FrontierOptions, args, figures=not args.no_figures))
     print("\n".join(result.summary()))
     print(f"wrote {len(result.paths)} files to {args.out_dir}")
     if args.next_run:
@@ -170,15 +140,16 @@ def cmd_frontier(args) -> None:
 
 
 def cmd_predict(args) -> None:
+    """A prediction from any ladder (the prediction stage, analysis/stages.py),
+    with its options (PredictOptions)."""
+    from ..analysis.options import parsed
+    from ..analysis.predict.options import PredictOptions
     from ..analysis.predict.stage import predict
 
     result = predict(
         args.table, args.out_dir, args.at, args.by, metric=args.metric,
         with_holdout=args.holdout, from_runs=args.from_runs, checkpoints=args.checkpoints,
-        n_boot=args.n_boot, ci=args.ci,
-        seed=args.seed, n_polish=args.n_polish, compute_axis=args.compute_axis,
-        min_fraction=args.min_fraction, figures=not args.no_figures,
-        loss_label=args.loss_label,
+        options=parsed(PredictOptions, args, figures=not args.no_figures),
     )
     print("\n".join(result.summary()))
     print(f"wrote {len(result.files)} files to {args.out_dir}")
@@ -191,13 +162,12 @@ def cmd_analyse(args) -> None:
     import time
 
     from ..analysis.inputs import read_runs
+    from ..analysis.options import parsed
     from ..analysis.stages import Options, analyse
 
     start = time.perf_counter()
     runs = read_runs(args.runs)
-    options = Options(x_axis=args.x, n_boot=args.n_boot, ci=args.ci, seed=args.seed,
-                      n_boot_saturating=args.n_boot_saturating, workers=args.workers)
-    analysis, paths = analyse(runs, args.out_dir, options, inputs=[args.runs])
+    analysis, paths = analyse(runs, args.out_dir, parsed(Options, args), inputs=[args.runs])
     for path in paths:
         print(f"wrote {path}")
     verdicts = analysis.claims["verdict"].value_counts().to_dict()

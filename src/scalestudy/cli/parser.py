@@ -3,11 +3,13 @@ example (`parser`), and `run_command`, which parses a command line and runs
 its command (cli/commands.py) in this process.
 
 The workflow's rules call `data`, `corpus`, `pretrain`, `train`, `collect`,
-`fit`, `figure`, `figure-index`, `tables`, `claims` and, for a study with
-budgets, `frontier`; `analyse` runs a cached study's analysis stages,
-`frontier` fits the compute-optimal frontier of any table of runs too,
-`status` says where a running study stands, and `options` prints every
-option a study may state.
+the analysis stages' commands (analysis/stages.py: `fit`, `tables`, `claims`
+and any stage whose command is its own name are made from its entry, its
+options and their defaults from their declaration; `frontier`, for a study with
+budgets), `figure` and `figure-index`; `analyse` runs a cached study's analysis
+stages, `frontier` fits the compute-optimal frontier of any table of runs too,
+`predict` predicts larger runs from any ladder, `status` says where a running
+study stands, and `options` prints every option a study may state.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import argparse
 import os
 import re
 import sys
+import typing
 from pathlib import Path
 
 from .. import errors, plugins
-from ..analysis import X_AXES
-from ..analysis.stages import Options as Fitted
+from ..analysis.frontier.options import FrontierOptions
+from ..analysis.options import Options, cli_settings, flag
+from ..analysis.stages import ANALYSIS_STAGES, needs_of
 from . import commands
 
 NUMBER_LIKE = re.compile(r"^-\.?\d")
@@ -59,12 +63,14 @@ def _metavar(action) -> str | None:
     return {int: "N", float: "X"}.get(action.type, "TEXT" if action.option_strings else None)
 
 
+RUNS_HELP = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
+
 DESCRIPTION = """Scaling-law studies of architectures and initialisation priors: the commands
 the workflow's jobs run (snakemake --cores N runs a whole study), and those a
 researcher runs on a study's results (status, analyse, frontier), on any table
 of runs (frontier, predict), or to see what a study may state (options)."""
 
-# One example per subcommand, shown under its --help.
+# One example per subcommand, shown under its --help (a stage's command: its entry's).
 EXAMPLES = {
     "data": "scalestudy data --task listops --config '{\"n_train\": 400}' "
             "--out-dir results/default/data/listops",
@@ -78,41 +84,62 @@ EXAMPLES = {
               "--out-dir results/default/data/upstream",
     "collect": "scalestudy collect results/default/runs/*/*/*/*/*/record.parquet "
                "--out results/default/runs.parquet",
-    "fit": "scalestudy fit data/cache/workstation.parquet --out /tmp/fits.parquet --n-boot 200",
     "figure": "scalestudy figure results/default/runs.parquet results/default/fits.parquet "
               "--name error_vs_compute \\\n      --out-dir /tmp/figures --entry /tmp/entry.json "
               "--tasks listops",
     "figure-index": "scalestudy figure-index /tmp/entry.json --out /tmp/figures/index.md "
                     "--tasks listops",
-    "tables": "scalestudy tables results/default/runs.parquet results/default/fits.parquet "
-              "--out-dir /tmp/tables",
-    "claims": "scalestudy claims results/default/runs.parquet results/default/fits.parquet "
-              "--out /tmp/claims.md",
     "frontier": "scalestudy frontier runs.csv --out-dir /tmp/frontier --predict 1e18 1e19",
     "predict": "scalestudy predict ladder.csv --at 7e9:1.4e11 70e9:1.4e12 --out-dir "
                "/tmp/predict --holdout",
     "analyse": "scalestudy analyse data/cache/workstation.parquet --out-dir results/workstation",
     "status": "scalestudy status results/default",
     "options": "scalestudy options > /tmp/options.yaml",
+    **{name: stage.example for name, stage in ANALYSIS_STAGES.items() if stage.own_command},
 }
 
 
-def _fit_options(p) -> None:
-    p.add_argument("--x", default=Fitted.x_axis, choices=X_AXES,
-                   help="the x axis of every fit: compute (training plus pretraining FLOPs), "
-                   "params (non-embedding parameters) or flops_per_token")
-    _bootstrap_options(p, Fitted.n_boot, "bootstrap resamples of each log-log fit and of "
-                       "alpha_D/alpha_U (and, in analyse, of each claim's interval and of the "
-                       "frontier's fits)")
+def _options(p, cls: type, **own) -> None:
+    """The command-line options of options `cls` (analysis/options.py): each
+    setting's flag, help and default as declared (`own`: name -> (default,
+    why), a command's own default where it differs, and what it is)."""
+    hints = typing.get_type_hints(cls)
+    for f in cli_settings(cls):
+        kind = hints[f.name]
+        kind = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
+        extra = f.metadata["argparse"]
+        default, why = own.get(f.name, (f.default, ""))
+        p.add_argument(flag(f), dest=f.name, type=None if "choices" in extra else kind,
+                       default=default, help=f.metadata["help"] + (f" ({why})" if why else ""),
+                       **extra)
 
 
-def _bootstrap_options(p, n_boot: int, what: str) -> None:
-    """--n-boot (its default and what it resamples differ by command), --ci, --seed."""
-    p.add_argument("--n-boot", type=int, default=n_boot, help=what)
-    p.add_argument("--ci", type=float, default=Fitted.ci,
-                   help="coverage of the bootstrap confidence intervals")
-    p.add_argument("--seed", type=int, default=Fitted.seed,
-                   help="seed of the bootstrap resampling")
+def _stage_command(p, stage) -> None:
+    """The command of an analysis stage, made from its entry (analysis/stages.py):
+    the runs, the artifacts of the stages it needs (positional where every
+    study has them, an option where only some grids do), its output and its
+    options."""
+    p.add_argument("runs", type=Path, help=RUNS_HELP)
+    required, optional = needs_of(stage)
+    for name in required:
+        need = ANALYSIS_STAGES[name]
+        p.add_argument(name, type=Path,
+                       help=f"the {need.artifact} of the same runs (scalestudy {name})")
+    if stage.is_directory:
+        p.add_argument("--out-dir", dest="out", required=True, type=Path, metavar="DIR",
+                       help=f"directory for its files ({', '.join(stage.artifact_files())}), "
+                       "replaced whole")
+    else:
+        p.add_argument("--out", required=True, type=Path,
+                       help=f"the {stage.artifact} to write")
+    _options(p, stage.options)
+    for name in optional:
+        need = ANALYSIS_STAGES[name]
+        p.add_argument(f"--{name}", type=Path, metavar="DIR",
+                       help=f"the study's {need.artifact}/ (scalestudy "
+                       f"{' '.join(need.command or (name,))} --out-dir), whose result it "
+                       "reads; omitted: its stage runs here on the runs (nothing for a "
+                       "study without budgets)")
 
 
 def _frontier_options(p) -> None:
@@ -127,24 +154,7 @@ def _frontier_options(p) -> None:
                                     "params, loss, compute and/or tokens)")
     p.add_argument("--by", nargs="+", default=None, metavar="COL",
                    help="group columns (default: arch and prior, those present)")
-    _bootstrap_options(p, 200, "bootstrap replicates")
-    p.add_argument("--budget-gap", type=float, default=0.02,
-                   help="without a budget column: a new budget where log10 compute jumps "
-                        "by more than this (decades)")
-    p.add_argument("--max-span", type=float, default=0.1,
-                   help="without a budget column: refuse a budget spanning more than this "
-                        "(decades)")
-    p.add_argument("--min-sizes", type=int, default=3,
-                   help="approach 2: sizes a budget needs")
-    p.add_argument("--window", type=float, default=1.0, metavar="DECADES",
-                   help="approach 2: fit each budget's parabola on the sizes within this "
-                        "many decades of its lowest-loss size (and always its neighbours)")
-    p.add_argument("--compute-axis", choices=("counted", "6nd"), default="counted",
-                   help="the C of N_opt ~ C^a for every approach: the table's compute "
-                        "(counted FLOPs) or 6 N D")
-    p.add_argument("--n-polish", type=int, default=256,
-                   help="approach 3: L-BFGS-B from this many best grid starts")
-    p.add_argument("--loss-label", default="loss (nats/token)", help="the figures' loss axis")
+    _options(p, FrontierOptions)
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
     p.add_argument("--from-runs", action="store_true",
                    help="TABLE is a study's runs.parquet: fit its budgeted runs "
@@ -190,27 +200,12 @@ def _predict_options(p) -> None:
                    help="TABLE is a study's results directory: fit every run's validation "
                    "curve (metrics.csv) as checkpoints, after --min-fraction "
                    "(analysis/predict/curves.py)")
-    _bootstrap_options(p, 200, "bootstrap replicates (each refits the law; 0: no intervals)")
-    p.add_argument("--n-polish", type=int, default=256,
-                   help="L-BFGS-B from this many best starts of the grid")
-    p.add_argument("--compute-axis", choices=("counted", "6nd"), default="counted",
-                   help="FLOPs of every output: the table's compute (counted; a target's from "
-                   "the FLOPs per token of the sizes run) or 6 N D")
-    p.add_argument("--min-fraction", type=float, default=0.25,
-                   help="a table of checkpoints (step, run): keep the points at or after this "
-                   "fraction of their run's final tokens")
-    p.add_argument("--loss-label", default="loss (nats/token)", help="the figure's loss axis")
+    _options(p, ANALYSIS_STAGES["predict"].options)
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
 
 
 def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _workers_option(p) -> None:
-    p.add_argument("--workers", type=int, default=_usable_cpus(),
-                   help="figures drawn at a time, each in its own process (default: the CPUs "
-                   "this process may use)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -227,7 +222,6 @@ def parser() -> argparse.ArgumentParser:
                               formatter_class=_HelpFormatter,
                               epilog=f"example:\n  {EXAMPLES[name]}")
 
-    runs_help = "the run records: a runs.parquet, or a cached study's data/cache/<study>.parquet"
     fits_help = "the fits.parquet of the same runs (scalestudy fit)"
 
     p = command("data", "convert a task's source (LRA release, offline stand-in or your own "
@@ -278,16 +272,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="the runs.parquet to write")
     p.set_defaults(func=commands.cmd_collect)
 
-    p = command("fit", "fit power laws to a runs.parquet (or a cached study)")
-    p.add_argument("runs", type=Path, help=runs_help)
-    p.add_argument("--out", required=True, type=Path, help="the fits.parquet to write")
-    _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=Fitted.n_boot_saturating,
-                   help="bootstrap resamples of each saturating fit (each is a refit)")
-    p.set_defaults(func=commands.cmd_fit)
+    for stage in ANALYSIS_STAGES.values():
+        if stage.own_command:
+            p = command(stage.name, stage.help)
+            _stage_command(p, stage)
+            p.set_defaults(func=commands.cmd_stage)
 
     p = command("figure", "one figure of the registry, or a notice of why it has no data")
-    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("runs", type=Path, help=RUNS_HELP)
     p.add_argument("fits", type=Path, help=fits_help)
     p.add_argument("--name", required=True,
                    help="the figure's file stem (a registry figure, <figure>_<task> for a "
@@ -309,24 +301,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", nargs="+", required=True, help="the study's tasks")
     p.set_defaults(func=commands.cmd_figure_index)
 
-    p = command("tables", "alpha and LRA-style accuracy tables (CSV, Markdown)")
-    p.add_argument("runs", type=Path, help=runs_help)
-    p.add_argument("fits", type=Path, help=fits_help)
-    p.add_argument("--out-dir", required=True, type=Path,
-                   help="directory for the tables (CSV and Markdown)")
-    p.set_defaults(func=commands.cmd_tables)
-
-    p = command("claims", "check the papers' claims; write claims.md")
-    p.add_argument("runs", type=Path, help=runs_help)
-    p.add_argument("fits", type=Path, help=fits_help)
-    p.add_argument("--out", required=True, type=Path, help="the claims.md to write")
-    _bootstrap_options(p, Fitted.n_boot, "bootstrap resamples of each claim's interval")
-    p.add_argument("--frontier", type=Path, metavar="DIR",
-                   help="the study's frontier (scalestudy frontier --from-runs --out-dir), "
-                   "whose fits and replicates the frontier claims read; omitted for a study "
-                   "without budgets, or to fit it here as the frontier rule does")
-    p.set_defaults(func=commands.cmd_claims)
-
     p = command("frontier", "the compute-optimal frontier of a table of runs (Hoffmann et "
                 "al. 2022, approaches 1-3): N_opt ~ C^a and D_opt ~ C^b per architecture")
     _frontier_options(p)
@@ -340,14 +314,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("analyse", "fits, frontier, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")
-    p.add_argument("runs", type=Path, help=runs_help)
+    p.add_argument("runs", type=Path, help=RUNS_HELP)
     p.add_argument("--out-dir", required=True, type=Path,
                    help="directory for fits.parquet, frontier/ (runs with budgets), figures/, "
                    "tables/ and claims.md")
-    _fit_options(p)
-    p.add_argument("--n-boot-saturating", type=int, default=Fitted.n_boot_saturating,
-                   help="bootstrap resamples of each saturating fit (each is a refit)")
-    _workers_option(p)
+    _options(p, Options, workers=(_usable_cpus(), "default: the CPUs this process may use"))
     p.set_defaults(func=commands.cmd_analyse)
 
     p = command("status", "where a study stands: per stage its runs done, running, failed, "

@@ -26,7 +26,7 @@ from scalestudy.analysis.claims.contrasts import Law, alpha_difference
 from scalestudy.analysis.stats import Residuals, lack_of_fit_p
 
 from tests.analysis.claims.test_frontier import CHINCHILLA, surface_records
-from tests.support.claim_studies import scaling, scopes, verdicts
+from tests.support.claim_studies import frontier_study, scaling, scopes, verdicts
 
 LAW = Law("upstream_loss")  # sign -1: the exponent of a falling loss
 
@@ -240,7 +240,7 @@ def surface(law: dict, arch: str, noise: float, seed: int) -> pd.DataFrame:
 
 
 def exponent_scopes(runs: pd.DataFrame):
-    study = Evidence.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
+    study = frontier_study(runs, n_boot=200, ci=0.95, seed=0)
     return CLAIMS["frontier_exponent_differs"].scopes(study)
 
 

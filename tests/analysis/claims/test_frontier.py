@@ -7,6 +7,8 @@ import pandas as pd
 from scalestudy.analysis.claims import CLAIMS, Evidence
 from scalestudy.analysis.claims.check import FAILS, HOLDS, NO_DATA, UNDECIDED
 
+from tests.support.claim_studies import frontier_study
+
 SIZES = {"xs": 1e4, "s": 4e4, "m": 1.6e5}
 
 
@@ -98,7 +100,7 @@ def surface_records(laws: dict, budgets=BUDGETS, noise=0.003, seed=0):
 
 
 def exponent_verdict(runs):
-    study = Evidence.of(runs, pd.DataFrame(), n_boot=200, ci=0.95, seed=0)
+    study = frontier_study(runs, n_boot=200, ci=0.95, seed=0)
     return CLAIMS["frontier_exponent_differs"].scopes(study)
 
 
@@ -131,9 +133,9 @@ def test_exponent_needs_three_budgets_and_the_reference():
 
 def test_the_exponent_claim_reads_the_frontier_the_stage_wrote(tmp_path):
     """The claim's a and its interval are the frontier's own (frontier_fits.csv's),
-    whether it is given the stage's result, reads it back from the stage's
-    directory, or, given none, fits approach 2 as the stage does (each approach
-    draws its own random stream, so alone it is the stage's)."""
+    whether it is given the stage's result or reads it back from the stage's
+    directory; given none, it has no data (a claim never fits a frontier of its
+    own: the analysis runs the frontier's stage for the claims stage)."""
     from scalestudy.analysis.claims.check import fmt
     from scalestudy.analysis.frontier.result import FrontierResult
     from scalestudy.analysis.frontier.stage import study_frontier, write_frontier
@@ -144,12 +146,15 @@ def test_the_exponent_claim_reads_the_frontier_the_stage_wrote(tmp_path):
     write_frontier(stage, tmp_path / "frontier", figures=False)
     read = FrontierResult.read(tmp_path / "frontier")
 
-    def measurement(frontier):
+    def scope(frontier):
         study = Evidence.of(runs, pd.DataFrame(), frontier, n_boot=50, ci=0.95, seed=0)
         (scope,) = CLAIMS["frontier_exponent_differs"].scopes(study)
-        return scope.measurement
+        return scope
 
-    given = measurement(stage)
+    given = scope(stage).measurement
     s4 = stage.fit("approach2", arch="s4", prior="upstream")
     assert f"a(s4) = {fmt(s4['a'], s4['a_low'], s4['a_high'])}" in given
-    assert measurement(read) == given == measurement(None)
+    assert scope(read).measurement == given
+    # The approach the claim reads, fitted alone, is the stage's.
+    assert scope(frontier_study(runs, n_boot=50, seed=0).frontier).measurement == given
+    assert scope(None).verdict == NO_DATA

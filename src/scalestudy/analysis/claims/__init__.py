@@ -52,6 +52,7 @@ import pandas as pd
 from ...atomic import write_text
 from ...registry import Registry
 from ..fits import is_budgeted
+from ..options import ClaimsOptions, chosen
 from . import amos, frontier, tay, xu
 from .check import (
     AMOS,
@@ -67,7 +68,7 @@ from .check import (
     reference_arch,
 )
 
-__all__ = ["CLAIMS", "Claim", "Evidence", "evaluate", "write_claims"]
+__all__ = ["CLAIMS", "Claim", "Evidence", "evaluate", "write_claims", "write_report"]
 from .report import claims_markdown
 
 REFERENCE = reference_arch()  # the vanilla transformer (architectures.py)
@@ -317,20 +318,33 @@ CLAIMS: Registry[Claim] = Registry("claim", [
 ])
 
 
-def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95,
-             seed: int = 0, frontier=None) -> pd.DataFrame:
+def evaluate(runs: pd.DataFrame, fits: pd.DataFrame, *, frontier=None,
+             options: ClaimsOptions | None = None, analysis=None,
+             **changes) -> pd.DataFrame:
     """Every scope of every claim, one row each (columns of `Check`): the scope's
-    verdict and its claim's. `frontier`: the FrontierResult of the runs' budgets
-    (the frontier claims read it; without it they fit it as the stage does)."""
-    study = Evidence.of(runs, fits, frontier, n_boot=n_boot, ci=ci, seed=seed)
+    verdict and its claim's, with `options` (options.ClaimsOptions; `changes`:
+    some of them, by name). `frontier`: the FrontierResult the frontier's stage
+    fitted on the runs' budgets, which the frontier claims read (None: they lack
+    data; `stages.Analysis` runs that stage first, the claims stage's need);
+    `analysis`: that Analysis, whose stages' results a claim reads
+    (`Evidence.result`)."""
+    study = Evidence.of(runs, fits, frontier, chosen(ClaimsOptions, options, changes),
+                     analysis=analysis)
     checks = [c for claim in CLAIMS.values() for c in claim.checks(study)]
     return pd.DataFrame([c.as_dict() for c in checks])
 
 
-def write_claims(runs: pd.DataFrame, fits: pd.DataFrame, path: Path, *, n_boot: int = 1000,
-                 ci: float = 0.95, seed: int = 0, frontier=None) -> pd.DataFrame:
-    """Evaluate every claim and write claims.md to `path`; returns the checks."""
-    checks = evaluate(runs, fits, n_boot=n_boot, ci=ci, seed=seed, frontier=frontier)
+def write_report(checks: pd.DataFrame, runs: pd.DataFrame, path: Path,
+                 options: ClaimsOptions | None = None) -> None:
+    """claims.md of the `checks` (`evaluate`) of `runs` with `options`, at `path`."""
     study = ", ".join(sorted(runs["study"].dropna().unique())) if len(runs) else ""
-    write_text(claims_markdown(checks, study, ci, runs), path)
+    write_text(claims_markdown(checks, study, chosen(ClaimsOptions, options, {}).ci, runs), path)
+
+
+def write_claims(runs: pd.DataFrame, fits: pd.DataFrame, path: Path, *, frontier=None,
+                 options: ClaimsOptions | None = None, **changes) -> pd.DataFrame:
+    """Evaluate every claim and write claims.md to `path`; returns the checks."""
+    options = chosen(ClaimsOptions, options, changes)
+    checks = evaluate(runs, fits, frontier=frontier, options=options)
+    write_report(checks, runs, path, options)
     return checks

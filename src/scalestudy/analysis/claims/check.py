@@ -6,6 +6,7 @@ measurements into claims.md's cells.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ import pandas as pd
 from ...architectures import ARCHITECTURES
 from .. import X_AXES
 from ..frontier.result import FrontierResult
+from ..options import ClaimsOptions, FitOptions, chosen
 
 HOLDS, FAILS, UNDECIDED, NO_DATA = "holds", "does not hold", "undecided", "not enough data"
 # holds: the evidence for it clears its bound; does not hold: evidence against it
@@ -86,26 +88,38 @@ def combine(verdicts: list[str], how: str) -> str:
 @dataclass(frozen=True)
 class Evidence:
     """What a claim reads: the runs, the fits' x axis, the bootstrap settings,
-    and the frontier the frontier's stage fitted on the runs' budgets (None: a
-    claim that needs it fits it as the stage does, with these settings)."""
+    and the frontier the frontier's stage fitted on the runs' budgets (None: the
+    runs have none, and a claim that needs it lacks data; a claim never fits
+    one: stages.Analysis runs the frontier's stage for the claims stage)."""
 
     runs: pd.DataFrame
-    x_axis: str = "compute"
-    n_boot: int = 1000
-    ci: float = 0.95
-    seed: int = 0
+    x_axis: str = FitOptions.x_axis
+    n_boot: int = ClaimsOptions.n_boot
+    ci: float = ClaimsOptions.ci
+    seed: int = ClaimsOptions.seed
     frontier: FrontierResult | None = None
+    analysis: Any = None  # the stages.Analysis it is checked in, if any
+
+    def result(self, stage: str) -> Any:
+        """Stage `stage`'s result (analysis/stages.py) that a claim reads, never
+        fits: the analysis's (its stage run there on first read); None outside
+        an analysis."""
+        return None if self.analysis is None else self.analysis[stage]
 
     @classmethod
-    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None, **boot) -> Evidence:
-        """The study of `runs`, on the x axis its `fits` were fitted on. Text
+    def of(cls, runs: pd.DataFrame, fits: pd.DataFrame, frontier=None,
+           options: ClaimsOptions | None = None, analysis=None, **changes) -> Evidence:
+        """The study of `runs`, on the x axis its `fits` were fitted on, with
+        `options` (options.ClaimsOptions; `changes`: some of them, by name). Text
         columns become Python objects: with pandas' Arrow strings the claims'
         many small selections cost several times their arithmetic."""
+        options = chosen(ClaimsOptions, options, changes)
         axes = set(fits["x_axis"]) & set(X_AXES) if "x_axis" in fits else set()
         runs = runs.astype({c: object for c in runs.columns
                             if pd.api.types.is_string_dtype(runs[c])})
-        return cls(runs, axes.pop() if len(axes) == 1 else "compute", frontier=frontier,
-                   **boot)
+        return cls(runs, axes.pop() if len(axes) == 1 else FitOptions.x_axis,
+                   frontier=frontier, n_boot=options.n_boot, ci=options.ci, seed=options.seed,
+                   analysis=analysis)
 
     @property
     def boot(self) -> dict:

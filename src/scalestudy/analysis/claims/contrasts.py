@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..fits import MIN_SIZES, shares_pretraining, size_order, x_values
+from ..options import ClaimsOptions
 from ..scaling import fit_loglog, transfer_slope
 from ..stats import Residuals, run_line, t_interval, welch_df
 
@@ -37,7 +38,7 @@ def _result(estimate=np.nan, low=np.nan, high=np.nan, status="ok", **more) -> di
     return {"estimate": estimate, "low": low, "high": high, "status": status, **more}
 
 
-def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = 0.95) -> dict:
+def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = ClaimsOptions.ci) -> dict:
     """sum_g c_g mean(x_g) with Welch's t-interval over cells: each group g is one
     cell's runs at one size, a cell's variance pooled over its sizes (a cell's
     seed-to-seed noise taken alike at every size: with two seeds per size, a
@@ -65,8 +66,8 @@ def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = 0.95) -> dict
     return _result(est, est - half, est + half, df=df)
 
 
-def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *, ci: float = 0.95,
-             **_) -> dict:
+def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *,
+             ci: float = ClaimsOptions.ci, **_) -> dict:
     """Mean over shared sizes of sum_k w_k * (mean test accuracy of cell k at that size).
 
     `cells` maps a label to (column filter, weight), e.g. {"spt": ({"prior": "spt"}, 1),
@@ -93,7 +94,7 @@ def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *, ci: fl
     return {**welch(groups, ci), "sizes": sizes}
 
 
-def mean_difference(a, b, *, ci: float = 0.95, **_) -> dict:
+def mean_difference(a, b, *, ci: float = ClaimsOptions.ci, **_) -> dict:
     """mean(a) - mean(b) of two independent groups of accuracies, with Welch's
     interval (two runs needed in each)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -150,8 +151,8 @@ def _why_not(pts: pd.DataFrame, name: str) -> str | None:
     return f"{name}: not enough sizes: {k} < {MIN_SIZES}" if k < MIN_SIZES else None
 
 
-def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = 1000, ci: float = 0.95,
-          seed: int = 0) -> dict:
+def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = ClaimsOptions.n_boot,
+          ci: float = ClaimsOptions.ci, seed: int = ClaimsOptions.seed) -> dict:
     """One cell's exponent with its interval, from its points (`Law.points`): the
     fit stage's own (fits.py's fit_loglog or transfer_slope on the same runs in
     the same order)."""
@@ -166,8 +167,8 @@ def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = 1000, ci: flo
 
 
 def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[str, str], *,
-                     weights: tuple[float, float] = (1.0, -1.0), n_boot: int = 1000,
-                     ci: float = 0.95, seed: int = 0) -> dict:
+                     weights: tuple[float, float] = (1.0, -1.0), n_boot: int = ClaimsOptions.n_boot,
+                     ci: float = ClaimsOptions.ci, seed: int = ClaimsOptions.seed) -> dict:
     """alpha(a) - alpha(b) of two cells' points (or w_a alpha(a) + w_b alpha(b)
     with `weights`: a margin relative to b's exponent, estimated alongside), with
     the t interval of the replicates' contrast (analysis/stats.py). Paired (`paired` True) when the
@@ -199,7 +200,7 @@ def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[
 # --------------------------------------------------------------------------- rankings
 
 
-def leader_change(small: list[np.ndarray], large: list[np.ndarray], *, ci: float = 0.95,
+def leader_change(small: list[np.ndarray], large: list[np.ndarray], *, ci: float = ClaimsOptions.ci,
                   **_) -> dict:
     """Whether the best of several architectures (their accuracies `small[i]`,
     `large[i]` at the smallest and largest size) changes between the two sizes.

@@ -29,9 +29,9 @@ the reference's with a percentile interval (t-expanded by the fewer budgets -
 the two fits resample independently, so replicate i of one is paired with
 replicate i of the other), at the Bonferroni level over the architectures
 compared. The fits and their replicates are the study's frontier, the one its
-frontier stage wrote (frontier/frontier_fits.csv, frontier_replicates.csv), so
-that each a and its interval read as in frontier_fits.csv; without one, it is
-fitted here as the stage fits it, with the study's bootstrap settings.
+frontier stage wrote (frontier/frontier_fits.csv, frontier_replicates.csv, or the result it
+computed in the same process), so that each a and its interval read as in
+frontier_fits.csv; the claim never fits one of its own.
 Simplified: with one run per size and budget the replicates resample sizes,
 not seeds, so the interval holds the fit's noise across sizes, not the seed
 noise.
@@ -44,7 +44,6 @@ import itertools
 import pandas as pd
 
 from ...architectures import ARCHITECTURES
-from ..frontier.stage import study_frontier
 from ..frontier.study import study_table
 from ..stats import expanded_ci
 from .check import FAILS, HOLDS, NO_DATA, UNDECIDED, Evidence, Scope, fmt, ok, stat_text
@@ -117,8 +116,6 @@ def exponent_differs(study: Evidence, reference: str, method: str = "approach2")
     equivalence margin is stated, so nothing here shows the rates equal), not
     enough data when either fit is missing."""
     fitted = study.frontier
-    if fitted is None:  # each method draws its own stream: alone, it is the stage's
-        fitted = study_frontier(study.runs, methods=(method,), quiet=True, **study.boot)
     if fitted is None:
         return [Scope("all", "no budgeted runs (grid.budgets) with a frontier loss", NO_DATA)]
     fits = fitted.fits[fitted.fits["method"] == method]

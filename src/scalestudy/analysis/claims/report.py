@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...records import STATUSES
+from ..options import ClaimsOptions
 from ..tables import markdown
 from .check import COMBINE_RULES, VERDICTS
 
@@ -80,7 +81,7 @@ def _plateau_markdown(ok: pd.DataFrame) -> list[str]:
     return out
 
 
-def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = 0.95,
+def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = ClaimsOptions.ci,
                     runs: pd.DataFrame | None = None) -> str:
     """claims.md: a summary, the runs by status, then per claim its source,
     decision rule, verdict and scopes."""

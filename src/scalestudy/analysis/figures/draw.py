@@ -120,3 +120,28 @@ def draw_frontier(frontier, out_dir: Path) -> list[Path]:
             except NotDrawn as err:
                 print(f"{name}: not drawn: {err}", file=sys.stderr)
     return paths
+
+
+# --------------------------------------------------------------------------- the stage
+# (analysis/stages.py: a study's figures/, every figure and its index; the
+# workflow draws them one job per figure: `part`, `scalestudy figure`)
+
+
+def write(analysis, out: Path, options) -> list[Path]:
+    return list(plot_all(analysis.runs, analysis.fits, out, workers=options.workers,
+                         frontier=analysis.frontier))
+
+
+def part(analysis, stem: str, out_dir: Path, tasks) -> FigureEntry:
+    """One figure of the study's figures (`stem`, declared: its notice where it
+    has no data), drawn from the analysis: a frontier figure from its frontier,
+    the others from its runs and fits."""
+    figure, _ = figure_names(tasks)[stem]
+    return draw_figure(stem, analysis.runs, analysis.fits, out_dir, tasks, declared=True,
+                       frontier=analysis.frontier if figure.from_frontier else None)
+
+
+def refuse(out: Path, inputs) -> None:
+    from ...atomic import refuse_foreign
+
+    refuse_foreign(out, None, "a figures", inputs)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..frontier.result import METHOD_LABELS, METHODS, FrontierResult
+from ..frontier.options import METHODS
+from ..frontier.result import METHOD_LABELS, FrontierResult
 from .layout import panel_grid, quiet_minor_labels
 from .output import Drawn, figure_title, save
 from .style import METHOD_STYLES, styled

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..claims.contrasts import welch
 from ..fits import size_order, task_runs
+from ..options import ClaimsOptions
 from .layout import finished_runs, label_outer, panel_figure, tasks_of
 from .marks import fig_legend, prior_handles
 from .output import Drawn, NotDrawn, figure_title, save
@@ -25,7 +26,7 @@ GAP_COLUMNS = ["task", "prior", "size", "gap", "low", "high", "n_first", "n_seco
 
 
 def gaps(runs: pd.DataFrame, first: str, second: str, priors: tuple[str, ...],
-         ci: float = 0.95) -> pd.DataFrame:
+         ci: float = ClaimsOptions.ci) -> pd.DataFrame:
     """Per (task, prior of `priors`, size) with finished runs of both
     architectures: `first`'s mean test accuracy minus `second`'s (`gap`), its
     Welch interval (`low`, `high`; NaN unless both have two runs or more) and

@@ -29,11 +29,11 @@ import pandas as pd
 
 from ...atomic import refuse_overwrite, write_text
 from ...ladder import SIZES, shape_for
+from .. import MIN_SIZES  # approach 2's least sizes per budget
 from ..inputs import read_runs
 from .result import FrontierResult
 
 METHOD = "approach2"  # the IsoFLOP parabolas: what a new budget's own group re-fits
-MIN_SIZES = 3  # approach 2's least sizes per budget
 
 
 def vanilla_params(size: str, protocol: str) -> int:

@@ -55,15 +55,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-METHODS = ("approach1", "approach2", "approach3")
+from .options import LOSS_LABEL, METHODS
+
 METHOD_LABELS = {
     "approach1": "approach 1 (envelope)",
     "approach2": "approach 2 (IsoFLOP)",
     "approach3": "approach 3 (parametric)",
 }
-COMPUTE_AXES = ("counted", "6nd")
 AXIS_LABELS = {"counted": "counted FLOPs", "6nd": "6 N D FLOPs"}
-LOSS_LABEL = "loss (nats/token)"
 # Approach 3's L(N, D) = loss_E + loss_A_n / N^loss_alpha_n + loss_B_d / D^loss_beta_d:
 # the frontier_fits.csv column of each ChinchillaFit field (fits.parquet's alpha, E
 # and A are another law's).

@@ -15,8 +15,9 @@ import pandas as pd
 
 from ...atomic import refuse_foreign, replacing_directory
 from ...errors import NoResult
+from .. import MIN_SIZES
 from ..figures import FIGURES
-from ..scaling import MIN_SIZES
+from ..options import chosen
 from .approaches import (
     Line,
     approach1_curves,
@@ -27,16 +28,14 @@ from .approaches import (
     predictions,
 )
 from .inputs import CURVE_REQUIRED, assign_budgets, default_by, exclusion, prepare, read_table
+from .options import COMPUTE_AXES, METHODS, FrontierOptions
 from .result import (
     BANDS_COLUMNS,
-    COMPUTE_AXES,
     EXCLUDED_COLUMNS,
     FILES,
     FITS_COLUMNS,
     FRONTIER_COLUMNS,
-    LOSS_LABEL,
     LOSS_PARAMETERS,
-    METHODS,
     PROFILE_COLUMNS,
     FrontierResult,
 )
@@ -105,22 +104,11 @@ def frontier(
     by: Sequence[str] | None = None,
     *,
     curves=None,
-    n_boot: int = 200,
-    ci: float = 0.95,
-    seed: int = 0,
-    budget_gap: float = 0.02,
-    max_span: float = 0.1,
-    min_sizes: int = MIN_SIZES,
-    window: float = 1.0,
-    compute_axis: str = "counted",
-    n_polish: int | None = 256,
-    n_grid: int = 40,
-    methods: Sequence[str] = METHODS,
-    figures: bool = True,
-    loss_label: str = LOSS_LABEL,
-    quiet: bool = False,
+    options: FrontierOptions | None = None,
+    **changes,
 ) -> FrontierResult:
-    """The compute-optimal frontier of a runs table by Hoffmann et al.'s approaches 1-3.
+    """The compute-optimal frontier of a runs table by Hoffmann et al.'s approaches 1-3,
+    with `options` (options.FrontierOptions; `changes`: some of them changed, by name).
 
     `table`: a DataFrame or the path of a CSV/Parquet file (its columns:
     inputs.py). `curves`: optional per-step curves for approach 1 (DataFrame or
@@ -137,6 +125,9 @@ def frontier(
     `quiet`) printed to stderr. Where no approach fits any group, nothing is
     written: errors.NoResult.
     """
+    options = chosen(FrontierOptions, options, changes)
+    n_boot, ci, seed, methods = options.n_boot, options.ci, options.seed, options.methods
+    min_sizes, window, compute_axis = options.min_sizes, options.window, options.compute_axis
     source = str(table) if not isinstance(table, pd.DataFrame) else "table"
     if out_dir is not None:  # refused before the fits, not after them
         _check_replaceable(Path(out_dir), [x for x in (table, curves)
@@ -172,7 +163,7 @@ def frontier(
         excluded += cexcl
         if compute_axis == "6nd":
             curve_df["compute"] = 6.0 * curve_df["params"] * curve_df["tokens"]
-    runs = assign_budgets(runs, budget_gap, compute_axis)
+    runs = assign_budgets(runs, options.budget_gap, compute_axis)
     grouped_by_gap = "budget" not in runs
 
     obys = _out_by(by)
@@ -188,24 +179,24 @@ def frontier(
             if curve_df is not None:
                 cur = curve_df[curve_df["_group"].map(lambda g, k=key: g == k)]
                 r, e, line = approach1_curves(cur, obys, okey, n_boot, rngs["approach1"],
-                                               n_grid)
+                                               options.n_grid)
             else:
                 r, e, line = approach1_final(sub, obys, okey, n_boot, rngs["approach1"],
-                                              max_span, grouped_by_gap, compute_axis)
+                                              options.max_span, grouped_by_gap, compute_axis)
             frontier_rows += [{**dict(zip(obys, okey, strict=True)), **x} for x in r]
             excluded += e
             lines["approach1"] = line
         budget_cs = np.sort(sub["_axis_budget_compute"].unique())
         if "approach2" in methods:
             r, e, prof, line = approach2(sub, obys, okey, n_boot, rngs["approach2"],
-                                          min_sizes, window, max_span, grouped_by_gap,
+                                          min_sizes, window, options.max_span, grouped_by_gap,
                                           compute_axis)
             frontier_rows += [{**dict(zip(obys, okey, strict=True)), **x} for x in r]
             excluded += e
             profile_rows += [{**dict(zip(obys, okey, strict=True)), **x} for x in prof]
             lines["approach2"] = line
         if "approach3" in methods:
-            line = approach3(sub, n_boot, rngs["approach3"], n_polish, compute_axis)
+            line = approach3(sub, n_boot, rngs["approach3"], options.n_polish, compute_axis)
             lines["approach3"] = line
             if line.status == "ok":
                 p = predictions(line, "approach3", budget_cs, ci)
@@ -245,10 +236,10 @@ def frontier(
         runs=runs.assign(**{c: "all" for c in obys if c not in by}),
         by=obys,
         compute_axis=compute_axis,
-        loss_label=loss_label,
+        loss_label=options.loss_label,
         exponent_replicates=replicates,
     )
-    if not quiet:
+    if not options.quiet:
         where = Path(out_dir) / "excluded.csv" if out_dir is not None else "result.excluded"
         for line in result.excluded_lines(str(where)):
             print(line, file=sys.stderr)
@@ -256,11 +247,12 @@ def frontier(
         raise NoResult(f"{source}: no approach could fit a frontier in any group (why, per "
                        "approach: the lines above)")
     if out_dir is not None:
-        result.paths = write_frontier(result, out_dir, figures)
+        result.paths = write_frontier(result, out_dir, options.figures)
     return result
 
 
-def study_frontier(runs: pd.DataFrame, out_dir=None, **options) -> FrontierResult | None:
+def study_frontier(runs: pd.DataFrame, out_dir=None, options: FrontierOptions | None = None,
+                   **changes) -> FrontierResult | None:
     """The frontier of a study's budgeted runs (`study.fit_table`: one per
     architecture and prior), as `frontier` fits any table; None when the study
     has no finished budgeted run, or none that any approach fits (its claims
@@ -269,7 +261,7 @@ def study_frontier(runs: pd.DataFrame, out_dir=None, **options) -> FrontierResul
     if table.empty:
         return None
     try:
-        return frontier(table, out_dir, **options)
+        return frontier(table, out_dir, options=options, **changes)
     except NoResult as why:
         print(f"frontier: none: {why}", file=sys.stderr)
         return None
@@ -298,3 +290,27 @@ def _check_replaceable(out_dir: Path, inputs=()) -> None:
     figures = {f"{name}.{ext}" for name, figure in FIGURES.items() if figure.from_frontier
                for ext in ("png", "pdf", "csv")}
     refuse_foreign(out_dir, {*FILES, *figures}, "a frontier's", inputs)
+
+
+# --------------------------------------------------------------------------- the stage
+# (analysis/stages.py: a study's frontier/; `scalestudy frontier --from-runs` is its
+# command, which fits any table too)
+
+
+def run(analysis, options: FrontierOptions) -> FrontierResult | None:
+    return study_frontier(analysis.runs, options=options)
+
+
+def write(analysis, out: Path, options: FrontierOptions) -> list[Path]:
+    """Its files alone: in a study its figures are the figures stage's."""
+    if analysis.frontier is None:  # no budgeted run, or none a frontier fits
+        return []
+    return write_frontier(analysis.frontier, out, figures=False)
+
+
+def read(path: Path) -> FrontierResult:
+    return FrontierResult.read(path)
+
+
+def refuse(out: Path, inputs) -> None:
+    _check_replaceable(out, inputs)

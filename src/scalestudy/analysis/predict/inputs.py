@@ -38,7 +38,6 @@ from ..frontier.study import COLUMNS as STUDY_COLUMNS
 from ..frontier.study import study_table
 from ..inputs import check_runs, read_runs
 
-COMPUTE_AXES = ("counted", "6nd")
 ACCEPTED = ("params, loss, tokens and/or compute (at least one); optional: group columns "
             "(arch, prior), seed, a metric column (--metric), step with run (checkpoints)")
 

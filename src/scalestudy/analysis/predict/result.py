@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-LOSS_LABEL = "loss (nats/token)"
 AXIS_LABELS = {"counted": "counted FLOPs", "6nd": "6 N D FLOPs"}
 PREDICTION_COLUMNS = ["n", "d", "compute_axis", "compute", "n_ratio", "compute_ratio", "loss",
                       "loss_low", "loss_high", "loss_fit_low", "loss_fit_high", "ci", "status"]

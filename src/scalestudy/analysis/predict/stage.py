@@ -15,20 +15,22 @@ import pandas as pd
 
 from ...atomic import refuse_foreign, replacing_directory
 from ...errors import NoResult
+from ..frontier.options import COMPUTE_AXES
+from ..options import chosen
 from ..stats import percentile_ci
 from .curves import checkpoint_ladder
 from .downstream import NAMES as METRIC_NAMES
 from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
 from .holdout import HOLDOUT_COLUMNS, holdout
-from .inputs import COMPUTE_AXES, TokenCost, parse_targets, prepare_ladder, read_ladder
+from .inputs import TokenCost, parse_targets, prepare_ladder, read_ladder
 from .loss import LossLaw, fit_loss_law
+from .options import PredictOptions
 from .resampling import run_weights
 from .result import (
     EXCLUDED_COLUMNS,
     FIGURE_FILES,
     FILES,
     FIT_COLUMNS,
-    LOSS_LABEL,
     METRIC_COLUMNS,
     PREDICTION_COLUMNS,
     RUN_COLUMNS,
@@ -43,10 +45,8 @@ FAR_BEYOND = 1e3
 
 def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = None, *,
             metric: str | None = None, with_holdout: bool = False, from_runs: bool = False,
-            checkpoints: bool = False,
-            n_boot: int = 200, ci: float = 0.95, seed: int = 0, n_polish: int | None = 256,
-            compute_axis: str = "counted", min_fraction: float = 0.25, figures: bool = True,
-            loss_label: str = LOSS_LABEL, quiet: bool = False) -> PredictionResult:
+            checkpoints: bool = False, options: PredictOptions | None = None,
+            **changes) -> PredictionResult:
     """Predict the loss (and, with `metric`, a downstream metric) of runs at the
     targets `at` ("N:D" texts or (N, D) pairs) from a ladder of runs.
 
@@ -54,17 +54,21 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     run records with `from_runs`; with `checkpoints`, a study's results
     directory, whose runs' validation curves are the ladder: curves.py); `by`:
     the group columns (default arch and prior, those present), one fit per
-    group. With `out_dir`, writes the files (result.py) and, with `figures`,
+    group. `options`: options.PredictOptions (`changes`: some of them changed, by
+    name). With `out_dir`, writes the files (result.py) and, with `figures`,
     the figure there; without it, writes nothing. Bad input raises
     ValueError before anything is written, and a ladder no group's law fits
     errors.NoResult.
     """
+    options = chosen(PredictOptions, options, changes)
+    n_boot, ci, seed, n_polish = options.n_boot, options.ci, options.seed, options.n_polish
+    compute_axis, min_fraction, quiet = options.compute_axis, options.min_fraction, options.quiet
     targets = (parse_targets(at) if all(isinstance(t, str) for t in at)
                else np.asarray(at, dtype=float).reshape(-1, 2))
     _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish)
-    given = [] if isinstance(table, pd.DataFrame) else [table]
+    inputs = [] if isinstance(table, pd.DataFrame) else [table]
     if out_dir is not None:  # refused before the fits, not after them
-        refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's", given)
+        refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's", inputs)
     if checkpoints:
         frame, notes = checkpoint_ladder(table)
         source = str(table)
@@ -122,14 +126,14 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
                   "n_boot": n_boot,
                   "seed": seed, "n_polish": n_polish, "compute_axis": compute_axis,
                   "metric": metric, "holdout": with_holdout, "min_fraction": min_fraction,
-                  "checkpoints": "step" in runs, "loss_label": loss_label},
+                  "checkpoints": "step" in runs, "loss_label": options.loss_label},
     )
     if out_dir is not None and not result.predictions["loss"].notna().any():
         statuses = result.fit.loc[result.fit["law"] == "loss", "status"].unique()
         raise NoResult(f"{source}: no group's L(N, D) could be fitted ({'; '.join(statuses)}), "
                        "so there is no prediction")
     if out_dir is not None:
-        result.files = write_prediction(result, out_dir, figures)
+        result.files = write_prediction(result, out_dir, options.figures)
     return result
 
 
