@@ -62,7 +62,7 @@ def prior_style(prior: str) -> dict:
 # Where a panel shows one architecture and a line per prior (accuracy_vs_size),
 # the priors are told apart by colour and marker shape as well: the i-th prior
 # of the registry takes the i-th of each list, so a new prior gets the next
-# (tests/analysis/test_figures.py checks that the lists cover the registry).
+# (tests/analysis/figures/test_figures.py checks that the lists cover the registry).
 # The colours: black for the baseline (random), then matplotlib's tab10 with
 # its grey last. The markers: shapes no two of which look alike at a panel's
 # size (no polygon that reads as a circle, no `+` or `x`, which mark unfinished
