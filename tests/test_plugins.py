@@ -37,7 +37,8 @@ class Toy(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.width)
+        table = nn.Embedding(cfg.vocab_size, cfg.width)
+        setattr(self, "table" if BREAK == "no_embed" else "embed", table)
         self.mix = nn.Sequential(*(nn.Linear(cfg.width, cfg.width) for _ in range(cfg.depth)))
         if BREAK == "frozen":
             self.requires_grad_(False)
@@ -48,7 +49,7 @@ class Toy(nn.Module):
         return BackboneConfig.from_shape("{name}", shape, **common)
 
     def forward(self, tokens, real):
-        x = self.embed(tokens)
+        x = (self.table if BREAK == "no_embed" else self.embed)(tokens)
         if BREAK == "leaks":  # every position reads the sequence's mean, pads too
             x = x + x.mean(1, keepdim=True)
         else:
@@ -193,6 +194,36 @@ def test_a_backbone_that_breaks_the_contract_is_refused_before_any_run(plugin_di
     assert says in message and "\n" not in message
 
 
+@pytest.mark.parametrize("breaks, prior, says", [
+    (None, "tfixup", "prior tfixup cannot start a run of arch {name} (ValueError: Toy has no "
+                     "module with fixup_weights)"),
+    (None, "dtfixup", "prior dtfixup cannot start a run of arch {name} (ValueError: Toy has no "
+                      "module with fixup_weights)"),
+    ("no_embed", "spt", "prior spt cannot start a run of arch {name} (AttributeError: 'Toy' "
+                        "object has no attribute 'embed')"),
+])
+def test_a_prior_the_backbone_cannot_take_is_refused_before_any_run(plugin_dir, breaks, prior,
+                                                                   says):
+    name = f"toy_{breaks}_{prior}"
+    write_plugin(plugin_dir, name, name, breaks)
+    plugins.load([name])
+    config = study_with(name, name)
+    config["grid"]["priors"] = ["random", prior]
+    with pytest.raises(ConfigError) as err:
+        validate(config)
+    message = str(err.value)
+    assert message.startswith(f"grid.archs: {name} (plugin {name}): ")
+    assert says.format(name=name) in message and "\n" not in message
+
+
+def test_a_backbone_with_its_token_table_takes_the_pretraining_priors(plugin_dir):
+    write_plugin(plugin_dir, "toy_spt", "toy_spt")
+    plugins.load(["toy_spt"])
+    config = study_with("toy_spt", "toy_spt")
+    config["grid"]["priors"] = ["random", "spt", "upstream"]
+    assert "toy_spt" in validate(config).grid.archs
+
+
 def test_a_task_whose_splits_break_the_contract_is_refused(plugin_dir):
     (plugin_dir / "bad_task.py").write_text(textwrap.dedent('''
         import dataclasses
@@ -311,7 +342,7 @@ def test_a_plugin_that_raises_in_a_run_gives_a_failed_record(plugin_dir, data_di
     write_plugin(plugin_dir, "trap_plugin", "trap")
     backbone = plugin_dir / "trap_plugin_backbone.py"
     backbone.write_text(backbone.read_text().replace(
-        "        x = self.embed(tokens)\n",
+        "        x = (self.table if BREAK == \"no_embed\" else self.embed)(tokens)\n",
         "        x = self.embed(tokens)\n"
         "        if self.training:\n"
         "            raise RuntimeError('the plugin fails in training')\n"))

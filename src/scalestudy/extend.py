@@ -34,6 +34,16 @@ naming it and why, when its output has the wrong shape, it has no trainable
 parameter, its parameter count does not grow along the ladder, or its
 outputs at real tokens depend on the padding.
 
+What the built-in priors ask of a backbone, checked on the probe for each
+prior of the grid (scalestudy.priors.contract): the pretraining priors (spt,
+upstream and their variants) tie a masked-LM head to its token table, found
+as `embed` (an nn.Embedding, or a module whose `token` is one); T-Fixup and
+DT-Fixup need `norm: none` honoured (no LayerNorm), the input tables under
+`embed`, and each residual branch module stating `fixup_weights()`: the
+weights they scale (attention's value and output projections, the MLP's two
+weights, or the analogue). A backbone without them takes the random and
+compute-matched priors only; the check refuses the others, naming the prior.
+
 **A task** (`task`): a module with `SOURCES` (its `source` values),
 `VOCAB_NAME`, `VOCAB_SIZE`, `build(cfg) -> {"train"|"val"|"test": Split}`
 (`make_split`; token ids as `byte_ids` makes them for byte text, 0 the

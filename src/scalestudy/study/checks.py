@@ -42,6 +42,7 @@ import warnings
 from pathlib import Path
 
 from ..architectures import ARCHITECTURES
+from ..ladder import SIZES
 from ..priors import PRIORS
 from ..registry import BUILT_IN
 from ..stages import STAGES
@@ -186,13 +187,19 @@ def check_plugins(study: StudyConfig) -> None:
     if not archs:
         return
     from ..models.contract import check_backbone
+    from ..priors.contract import check_prior
 
-    for arch in archs:
-        for task in study.grid.tasks:
+    for task in study.grid.tasks:
+        cell = study.grid.of_task(task)
+        vocab, seq_len = TASKS[task].module.VOCAB_SIZE, study.task(task).seq_len
+        for arch in (a for a in cell["archs"] if a in archs):
             try:
-                check_backbone(arch, study.grid.of_task(task)["sizes"],
-                               TASKS[task].module.VOCAB_SIZE, study.task(task).seq_len,
-                               study.train.protocol, causal=study.train.causal)
+                check_backbone(arch, cell["sizes"], vocab, seq_len, study.train.protocol,
+                               causal=study.train.causal)
+                smallest = min(cell["sizes"], key=list(SIZES).index)
+                for prior in cell["priors"]:
+                    check_prior(prior, arch, smallest, vocab, seq_len, study.train,
+                                study.train.protocol)
             except Exception as err:
                 raise ConfigError(f"grid.archs: {arch} ({ARCHITECTURES.source(arch)}): "
                                   f"{err}") from None

@@ -24,6 +24,10 @@ use); causal mode keeps lags 0..T-1, so a position reads only its past.
 Padded positions are zeroed before every convolution, so the outputs at real
 tokens do not depend on what the padding holds.
 
+Every prior takes it: its token table is `embed.token` (the pretraining
+priors tie their LM head to it), it honours `norm: none`, and its two
+residual branches state `fixup_weights()` (T-Fixup and DT-Fixup scale them).
+
 Parameters: in_proj 3D^2 and out_proj D^2 against attention's 4D^2, plus
 small filters; the FFN is the vanilla one, so the non-embedding count tracks
 the vanilla ladder at every size.
@@ -99,14 +103,46 @@ class HyenaOperator(nn.Module):
             v = gate * long_conv(v * keep, h, self.causal)
         return self.drop(self.out_proj(v.transpose(1, 2)))
 
+    def fixup_weights(self) -> tuple[torch.Tensor, ...]:
+        """What T-Fixup and DT-Fixup scale (scalestudy.extend): the value
+        path's projection (attention's value analogue; the gates are the
+        query and key analogues, left alone) and the output projection."""
+        return self.in_proj.weight[: self.out_proj.in_features], self.out_proj.weight
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.up, self.down = nn.Linear(cfg.width, cfg.d_ff), nn.Linear(cfg.d_ff, cfg.width)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.down(F.gelu(self.up(x))))
+
+    def fixup_weights(self) -> tuple[torch.Tensor, ...]:
+        return self.up.weight, self.down.weight
+
+
+class Embed(nn.Module):
+    """The token table (`token`, which the pretraining priors' LM head ties
+    to) and learned positions, under the `embed` name the priors look for."""
+
+    def __init__(self, cfg: BackboneConfig):
+        super().__init__()
+        self.token = nn.Embedding(cfg.vocab_size, cfg.width)
+        self.position = nn.Embedding(cfg.max_len, cfg.width)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        return self.token(tokens) + self.position(positions)
+
 
 class Block(nn.Module):
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
         self.norm = cfg.norm
         self.mixer = HyenaOperator(cfg)
-        self.ffn = nn.Sequential(nn.Linear(cfg.width, cfg.d_ff), nn.GELU(),
-                                 nn.Linear(cfg.d_ff, cfg.width), nn.Dropout(cfg.dropout))
+        self.ffn = FeedForward(cfg)
         self.norms = nn.ModuleList([nn.LayerNorm(cfg.width) for _ in range(2)]
                                    if cfg.norm != "none" else [nn.Identity(), nn.Identity()])
 
@@ -126,8 +162,7 @@ class Hyena(nn.Module):
     def __init__(self, cfg: BackboneConfig):
         super().__init__()
         self.cfg = cfg
-        self.token = nn.Embedding(cfg.vocab_size, cfg.width)
-        self.position = nn.Embedding(cfg.max_len, cfg.width)
+        self.embed = Embed(cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
         self.final_norm = nn.LayerNorm(cfg.width) if cfg.norm == "pre" else nn.Identity()
@@ -145,8 +180,7 @@ class Hyena(nn.Module):
                                          **common)
 
     def forward(self, tokens: torch.Tensor, real: torch.Tensor) -> BackboneOutput:
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.drop(self.token(tokens) + self.position(positions))
+        x = self.drop(self.embed(tokens))
         for block in self.blocks:
             x = block(x, real)
         return BackboneOutput(self.final_norm(x), real)
