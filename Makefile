@@ -10,7 +10,7 @@ CORES ?= $(shell nproc)
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: study test test-slow lint figures-from-cache readme-figure clean slurm-test gpu-check FORCE
+.PHONY: study test test-slow lint figures-from-cache readme-figure clean slurm-test gpu-check example FORCE
 
 # The virtualenv follows TORCH: one built with another spec ($(VENV)/.torch; a
 # virtualenv without it was built with the default) is built again from
@@ -43,9 +43,19 @@ test: $(VENV)/.installed
 test-slow: $(VENV)/.installed
 	python -m pytest -m slow
 
+# The worked example of docs/extending.md, its commands as written there: a
+# plugin architecture (examples/hyena) installed into the venv, and its study
+# at smoke size beside the transformer and S4 (tests/test_docs_extending.py
+# checks these lines are the doc's).
+example: $(VENV)/.installed
+	python -m pip install --quiet --no-deps -e examples/hyena
+	snakemake --cores 2 --configfile examples/hyena/study.yaml examples/hyena/smoke.yaml
+
 # The smoke study on a real SLURM scheduler started on this machine (installs
-# slurm-wlm and munge from Debian if missing; root): tools/slurm/slurm-test.sh
+# slurm-wlm and munge from Debian if missing; root), then the example plugin's
+# study there: tools/slurm/slurm-test.sh
 slurm-test: $(VENV)/.installed
+	python -m pip install --quiet --no-deps -e examples/hyena
 	tools/slurm/slurm-test.sh
 
 lint: $(VENV)/.installed

@@ -1,3 +1,4 @@
+import os
 import sys
 
 import pytest
@@ -26,3 +27,17 @@ def data_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "listops"
     tasks.prepare("listops", TASK, path)
     return path
+
+
+@pytest.fixture(autouse=True)
+def plugins_environment():
+    """A test that loads a plugin names it in $SCALESTUDY_PLUGINS for the
+    processes it starts (scalestudy.plugins); the next test starts without it."""
+    from scalestudy.plugins import ENV
+
+    before = os.environ.get(ENV)
+    yield
+    if before is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = before

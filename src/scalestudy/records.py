@@ -33,8 +33,9 @@ SCHEMA = pa.schema(
         ("schema_version", pa.int64()),
         ("study", pa.string()),
         ("task", pa.string()),
-        # Where the task's data came from: "LRA release", or the offline stand-in
-        # it is ("stand-in for LRA Text: ...", the data manifest's standin).
+        # Where the task's data came from: "LRA release", the offline stand-in
+        # it is ("stand-in for LRA Text: ...", the data manifest's standin), or
+        # the user's own files ("the user's files: ...", the manifest's data).
         ("task_data", pa.string()),
         ("arch", pa.string()),
         ("size", pa.string()),

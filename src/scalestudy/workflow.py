@@ -39,7 +39,7 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     command line); returns the study's typed config (study.config.StudyConfig),
     which everything below the workflow reads, `config` itself completed for
     the rules."""
-    from . import trackers
+    from . import plugins, trackers
     from .study import check_memory, machine_memory, trains_in_host_memory, validate
     from .tasks import check_releases
 
@@ -47,6 +47,9 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     ignore_usr1(workflow)
     os.environ.setdefault("SCALESTUDY_ROOT", workflow.basedir)
     reported_study(workflow, config, sys.argv[1:] if argv is None else argv)
+    # What the study's plugins add joins the registries before the schema reads
+    # them; their names reach every job (scalestudy.plugins).
+    plugins.load(config.get("plugins") or [], root=workflow.basedir)
     # One clear error naming the field and what it accepts, before any job
     # runs: the schema and what it cannot express (scalestudy.study), which
     # completes `config` with the options the study does not state; then, for

@@ -5,7 +5,7 @@ import functools
 import pytest
 import torch
 
-from scalestudy.architectures import ARCHITECTURES as REGISTRY
+from scalestudy.architectures import ARCHITECTURES
 from scalestudy.ladder import SIZES
 from scalestudy.models import build_backbone
 from scalestudy.models.convolutions import DynamicConv, LightConv
@@ -13,7 +13,7 @@ from scalestudy.models.mixer import Mixer
 from scalestudy.models.s4 import DLR, S4
 from scalestudy.training.flops import count_params
 
-from tests.support import ROOT
+from tests.support import ROOT, built_in
 from tests.support.model_checks import (
     ALL_CHECKS,
     MAX_LEN,
@@ -24,20 +24,21 @@ from tests.support.model_checks import (
     vanilla_params,
 )
 
+REGISTRY = built_in(ARCHITECTURES)  # a plugin's: the study check's contract
 ARCHS = sorted(REGISTRY)
 # The backbone classes, by name (the registry loads each from its module).
-ARCHITECTURES = {name: arch.load() for name, arch in REGISTRY.items()}
+CLASSES = {name: arch.load() for name, arch in REGISTRY.items()}
 
 
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_backbone_property(arch, check):
-    check(ARCHITECTURES[arch])
+    check(CLASSES[arch])
 
 
 @pytest.mark.parametrize("arch", [a for a in ARCHS if REGISTRY[a].causal])
 def test_causal_mode_does_not_see_the_future(arch):
-    check_causal(ARCHITECTURES[arch])
+    check_causal(CLASSES[arch])
 
 
 @pytest.mark.parametrize("arch", [a for a in ARCHS if not REGISTRY[a].causal])
@@ -47,7 +48,7 @@ def test_no_causal_mode_is_refused(arch):
 
 
 def test_vanilla_ladder_grows():
-    counts = [nonembed_params(ARCHITECTURES["transformer"], size) for size in SIZES]
+    counts = [nonembed_params(CLASSES["transformer"], size) for size in SIZES]
     assert counts == sorted(counts)
     assert 1e3 < counts[0] < 3e3  # xxxs: about 2e3
     assert 5e3 < counts[SIZES.index("xxs")] < 3e4  # xxs: about 1e4
@@ -80,7 +81,7 @@ def test_the_schema_accepts_the_registries_names():
     text = (ROOT / "config/schema.yaml").read_text()
     assert "s4_random_a" not in text and "dlr" not in text and "scratch_matched]" not in text
     grid = load_schema(str(SCHEMA_PATH))["properties"]["grid"]["properties"]
-    assert tuple(grid["archs"]["items"]["enum"]) == tuple(REGISTRY)
+    assert tuple(grid["archs"]["items"]["enum"]) == tuple(ARCHITECTURES)
     assert tuple(grid["priors"]["items"]["enum"]) == tuple(PRIORS)
     assert tuple(grid["tasks"]["items"]["enum"]) == tuple(TASKS)
     assert tuple(grid["sizes"]["items"]["enum"]) == SIZES
@@ -93,9 +94,9 @@ def test_nonembedding_params_track_the_vanilla_ladder(arch):
     compute instead: the weight-sharing models (universal, albert) hold one
     block's parameters, and switch (FLOP-matched, Fedus et al. 2021) holds
     `experts` full-size FFNs per block (its FFN parameters grow experts-fold)."""
-    cls = ARCHITECTURES[arch]
+    cls = CLASSES[arch]
     for size in SIZES:
-        vanilla = nonembed_params(ARCHITECTURES["transformer"], size)
+        vanilla = nonembed_params(CLASSES["transformer"], size)
         ratio = nonembed_params(cls, size) / vanilla
         if arch in ("universal", "albert"):
             depth = cls.config_for(size, vocab_size=17, max_len=16).depth
@@ -121,7 +122,7 @@ def backbone_step_flops(arch: str, size: str) -> int:
     from scalestudy.training.flops import count_flops
 
 
-    model = build(ARCHITECTURES[arch], size).train()
+    model = build(CLASSES[arch], size).train()
     tokens, mask = batch()
     return count_flops(lambda: model(tokens, mask).hidden.sum().backward())
 
@@ -168,7 +169,7 @@ def test_scaling_protocols_choose_the_dimension_that_grows(arch):
     assert width[0][1] < width[-1][1]
     if arch == "transformer":  # the budgets match the default ladder within ~2x
         for size in ("s", "l"):
-            default = nonembed_params(ARCHITECTURES[arch], size)
+            default = nonembed_params(CLASSES[arch], size)
             for protocol in ("depth", "width"):
                 with torch.device("meta"):
                     model = build_backbone(arch, size, 17, 16, protocol=protocol)
@@ -190,7 +191,7 @@ def test_other_norm_placements_and_dropout_run_and_keep_padding_invariance(arch,
     from scalestudy.models.layers import Residual
 
 
-    cls = ARCHITECTURES[arch]
+    cls = CLASSES[arch]
     model = build(cls, norm=norm, dropout=0.1, token_outputs=True).train()
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert bool(norms) == (norm == "post")
@@ -249,7 +250,7 @@ def test_every_residual_branch_names_its_fixup_weights(arch):
     from scalestudy.models.layers import Residual
 
 
-    model = build(ARCHITECTURES[arch])
+    model = build(CLASSES[arch])
     params = {id(p) for p in model.parameters()}
     branches = [m.branch for m in model.modules() if isinstance(m, Residual)]
     assert branches

@@ -17,6 +17,7 @@ from scalestudy.models.mos import MixtureOfSoftmaxes, MoSTransformer
 from scalestudy.training.masked_lm import MaskedLM
 from scalestudy.training.modules import Classifier
 
+from tests.support import built_in
 from tests.support.model_checks import MAX_LEN, VOCAB, build
 
 
@@ -104,7 +105,7 @@ def tokens_and_mask(seed=0):
 
 
 @pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(built_in(ARCHITECTURES)))
 def test_every_parameter_of_backbone_and_classifier_head_gets_a_gradient(arch, pair):
     torch.manual_seed(0)
     backbone = build_backbone(arch, "xxs", VOCAB, MAX_LEN)
@@ -120,7 +121,7 @@ def test_every_parameter_of_backbone_and_classifier_head_gets_a_gradient(arch, p
         assert isinstance(head.out, MixtureOfSoftmaxes)
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(built_in(ARCHITECTURES)))
 def test_every_parameter_of_backbone_and_masked_lm_head_gets_a_gradient(arch):
     torch.manual_seed(0)
     backbone = build_backbone(arch, "xxs", VOCAB, MAX_LEN, token_outputs=True)

@@ -19,8 +19,10 @@ from scalestudy.priors.transfer import transfer_backbone
 from scalestudy.tasks import TASKS, upstream
 from scalestudy.training.masking import IGNORE_INDEX, causal_lm_targets, mask_tokens
 
+from tests.support import built_in
+
 VOCAB, MAX_LEN = 17, 16
-ARCHS = sorted(ARCHITECTURES)
+ARCHS = sorted(built_in(ARCHITECTURES))
 
 
 def build(arch="transformer", size="xxs", norm="none", seed=0, **replace):

@@ -8,3 +8,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"  # published reference files (data/README.md says whose)
+
+
+def built_in(registry) -> dict:
+    """A registry's own entries, without those an installed plugin added (the
+    tests of the built-ins pin them; a plugin is held to scalestudy.extend's
+    contract by the study check)."""
+    from scalestudy.registry import BUILT_IN
+
+    return {name: entry for name, entry in registry.items() if registry.source(name) == BUILT_IN}

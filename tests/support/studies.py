@@ -12,6 +12,7 @@ import yaml
 
 from scalestudy.study.config import DEFAULT_STUDY as DEFAULT_STUDY_FILE
 from scalestudy.study.config import StudyConfig, fill_defaults, load_study
+from scalestudy.tasks import TASKS
 
 from tests.support import ROOT
 
@@ -26,6 +27,9 @@ def declared_study() -> dict:
 
 
 DECLARED_STUDY = declared_study()
+# Long Range Arena's tasks, as the smoke study trains them all: those that read its
+# release (source lra), every task but the user's own files.
+LRA_TASKS = tuple(name for name, task in TASKS.items() if "lra" in task.module.SOURCES)
 
 
 def typed(config: dict) -> StudyConfig:

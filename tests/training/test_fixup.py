@@ -14,8 +14,10 @@ from scalestudy.models import backbone_class, backbone_config
 from scalestudy.models.universal import SIGNAL_SCALE
 from scalestudy.priors import fixup
 
+from tests.support import built_in
+
 VOCAB, MAX_LEN = 17, 16
-ARCHS = sorted(ARCHITECTURES)
+ARCHS = sorted(built_in(ARCHITECTURES))
 
 
 def expected_blocks(arch: str, size: str, token_outputs: bool) -> int:

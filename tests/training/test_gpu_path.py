@@ -29,20 +29,20 @@ import yaml
 from scalestudy import tasks
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.cli.parser import run_command
-from scalestudy.models import build_backbone, layers
+from scalestudy.models import build_backbone, layers, memory
 from scalestudy.models.heads import ClassifierHead
 from scalestudy.records import read_records
 from scalestudy.study import ConfigError, ConfigWarning, costs, resources, validate
 from scalestudy.study.specs import RunSpec, TrainConfig, TrainerConfig
 from scalestudy.training import data as data_module
-from scalestudy.training import devices, loop, memory, run
+from scalestudy.training import devices, loop, run
 from scalestudy.training.flops import flops_per_step
 from scalestudy.training.masked_lm import MaskedLM
 from scalestudy.training.modules import Classifier, fused_adamw
 from scalestudy.training.task_run import build_classifier
 from scalestudy.training.task_run import run as train
 
-from tests.support import ROOT
+from tests.support import ROOT, built_in
 from tests.support.cells import TASK
 from tests.support.studies import DECLARED_STUDY, typed
 
@@ -221,7 +221,7 @@ def padded_rows(lengths, t, vocab=17, seed=0):
     return tokens
 
 
-@pytest.mark.parametrize("arch", sorted(a for a, e in ARCHITECTURES.items() if e.causal))
+@pytest.mark.parametrize("arch", sorted(a for a, e in built_in(ARCHITECTURES).items() if e.causal))
 def test_causal_attention_with_is_causal_equals_the_padding_and_causal_mask(arch,
                                                                              monkeypatch):
     """Right-padded batches: at real positions the outputs, and so the
@@ -423,7 +423,7 @@ def test_determinism_and_matmul_precision_are_settings_and_recorded(data_dir, tm
         torch.set_float32_matmul_precision(before[1])
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(built_in(ARCHITECTURES)))
 def test_the_residual_stream_stays_float32_under_bf16_autocast(arch):
     """The input of every residual branch is float32 under autocast, as each
     backbone's embedding starts it: the branches' sums are not rounded to
@@ -774,7 +774,7 @@ def probe_batch(arch: str, model, pair: bool = False):
     return make
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(built_in(ARCHITECTURES)))
 def test_the_registrys_activation_bytes_bound_what_autograd_saves(arch):
     """Measured at T5 tiny, 64 and 128 tokens (the coefficients were measured at
     tiny-base, 128 and 256), 32-true and bf16 autocast: the estimate is at or

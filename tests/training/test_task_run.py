@@ -14,6 +14,7 @@ from scalestudy.study.specs import PretrainSpec, RunSpec
 from scalestudy.training.pretrain import run_pretrain
 from scalestudy.training.task_run import build_classifier, run
 
+from tests.support import built_in
 from tests.support.cells import TASK
 
 
@@ -486,7 +487,7 @@ def test_prior_that_needs_pretraining_says_so(data_dir, tmp_path):
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["record.parquet"]
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(built_in(ARCHITECTURES)))
 def test_every_backbone_pretrains_and_transfers_whole(arch, data_dir, tmp_path):
     """spt for every architecture: a masked-LM stage, then a strict transfer of
     every backbone weight into the task model (Funnel drops its decoder)."""

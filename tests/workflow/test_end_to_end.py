@@ -14,10 +14,10 @@ from scalestudy.analysis.figures import Grid, grid_figures
 from scalestudy.analysis.figures.output import DATA_COLUMNS
 from scalestudy.analysis.tables import TABLE_FILES
 from scalestudy.priors import PRIORS
-from scalestudy.tasks import TASKS
 
 from tests.support import ROOT
 from tests.support.figure_checks import check_error_vs_compute_data, check_upstream_loss_data
+from tests.support.studies import LRA_TASKS
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -46,10 +46,10 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     assert set(every_run["status"]) == {"ok"}
     # Every other LRA task trains one tiny cell on its offline stand-in, so labelled.
     others = every_run[~every_run["task"].isin(["listops", "upstream"])]
-    assert sorted(others["task"]) == sorted(set(TASKS) - {"listops"})
+    assert sorted(others["task"]) == sorted(set(LRA_TASKS) - {"listops"})
     assert (others["prior"] == "random").all() and (others["size"] == "xxs").all()
     assert others["task_data"].str.startswith("stand-in for LRA").all()
-    for task in TASKS:
+    for task in LRA_TASKS:
         manifest = json.loads((out / f"data/{task}/manifest.json").read_text())
         assert manifest["task"] == task and manifest["standin"].startswith("stand-in for LRA")
     runs = every_run[every_run["task"].isin(["listops", "upstream"])]
@@ -79,7 +79,7 @@ def test_smoke_study_runs_end_to_end_and_then_has_nothing_to_do(workdir):
     for stage, sub_dir in (("spt", "spt/listops"), ("upstream", "upstream")):
         for size in ("xxs", "xs", "s"):
             assert (out / f"pretrain/{sub_dir}/transformer/{size}/best.ckpt").exists(), stage
-    smoke_figures = grid_figures(Grid.of(TASKS, ["transformer"], ["xxs", "xs", "s"], PRIORS))
+    smoke_figures = grid_figures(Grid.of(LRA_TASKS, ["transformer"], ["xxs", "xs", "s"], PRIORS))
     assert {"error_vs_compute", "spt_vs_matched", "upstream_loss_vs_compute"} <= set(
         smoke_figures)
     for name in smoke_figures:

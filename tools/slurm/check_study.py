@@ -1,7 +1,7 @@
 """slurm-test's check: every run record of the study arrived, and the scheduler
 ran and completed its jobs (squeue, and the job-completion log).
 
-    python tools/slurm/check_study.py <study name> <preset.yaml> <jobcomp.log>
+    python tools/slurm/check_study.py <study name> <preset.yaml>[,<overlay.yaml>] <jobcomp.log>
 """
 
 import subprocess
@@ -14,8 +14,12 @@ from scalestudy.study.config import StudyConfig, load_study
 from scalestudy.study.grid import cells
 
 
-def main(name: str, preset: Path, jobcomp: Path) -> None:
-    expected = len(cells(StudyConfig.from_dict(load_study(preset)).grid))
+def main(name: str, presets: str, jobcomp: Path) -> None:
+    from scalestudy import plugins
+
+    config = load_study(*presets.split(","))
+    plugins.load(config.get("plugins") or [])
+    expected = len(cells(StudyConfig.from_dict(config).grid))
     records = sorted(Path(f"results/{name}/runs").rglob("record.parquet"))
     assert len(records) == expected, f"{len(records)} run records, expected {expected}"
     runs = pd.read_parquet(f"results/{name}/runs.parquet")
@@ -31,4 +35,4 @@ def main(name: str, preset: Path, jobcomp: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]))

@@ -9,7 +9,9 @@
 # the study, then checks that every run record arrived, that the scheduler ran
 # the jobs (squeue, and the job-completion log), that a GPU request is
 # accepted, and that a training step sent USR1 saves and resumes
-# (tools/slurm/usr1.py). Every daemon it started is stopped by its PID on exit.
+# (tools/slurm/usr1.py); then the example plugin's study (examples/hyena), so
+# that a SLURM job imports a plugin. Every daemon it started is stopped by its
+# PID on exit.
 #   STUDY=config/studies/smoke.yaml   the preset to submit
 #   KEEP=1                            keep the state directory (logs) afterwards
 set -euo pipefail
@@ -148,6 +150,15 @@ snakemake --profile profiles/slurm --configfile "$STUDY" --config "study=$NAME" 
 say "study finished in $(( $(date +%s) - start )) s"
 
 python tools/slurm/check_study.py "$NAME" "$STUDY" "$STATE/jobcomp.log"
+
+# A plugin's study (docs/extending.md: examples/hyena, installed by the Makefile's
+# slurm-test): every SLURM job's own parse and command import the plugin.
+EXAMPLE=examples/hyena/study.yaml,examples/hyena/smoke.yaml
+rm -rf results/slurm_hyena
+snakemake --profile profiles/slurm --configfile ${EXAMPLE//,/ } --config study=slurm_hyena \
+    --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
+    --latency-wait 10 --retries 0
+python tools/slurm/check_study.py slurm_hyena "$EXAMPLE" "$STATE/jobcomp.log"
 
 # Preemption: SLURM delivers USR1 to a running training step (scancel --signal,
 # the delivery path of the profile's --signal=USR1@120); the run saves last.ckpt

@@ -31,7 +31,7 @@ def cmd_data(args) -> None:
 
     manifest = tasks.prepare(args.task, json.loads(args.config), args.out_dir)
     counts = {split: info["n"] for split, info in manifest["splits"].items()}
-    print(f"{args.task} ({manifest['standin'] or 'LRA release'}): {counts} examples of "
+    print(f"{args.task} ({tasks.data_label(manifest)}): {counts} examples of "
           f"{manifest['seq_len']} tokens in {args.out_dir}")
 
 

@@ -53,6 +53,8 @@ import threading
 import time
 from pathlib import Path
 
+from .. import plugins
+
 SOCKET_ENV = "SCALESTUDY_WARM_SOCKET"
 OWNER_ENV = "SCALESTUDY_WARM_OWNER"
 DISABLE_ENV = "SCALESTUDY_WARM"
@@ -234,6 +236,8 @@ def serve(path: str, owner: int) -> None:
         Path(f"{path}.pid").write_text(f"{os.getpid()}\n")
     for name in PRELOAD:
         importlib.import_module(name)
+    with contextlib.suppress(ValueError):  # a plugin that fails says so in its job
+        plugins.from_environment()
     sock.settimeout(1.0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     while _alive(owner):

@@ -21,7 +21,7 @@ import sys
 import typing
 from pathlib import Path
 
-from .. import errors
+from .. import errors, plugins
 from ..analysis.frontier.options import FrontierOptions
 from ..analysis.options import Options, cli_settings, flag
 from ..analysis.stages import ANALYSIS_STAGES, needs_of
@@ -224,8 +224,8 @@ def parser() -> argparse.ArgumentParser:
 
     fits_help = "the fits.parquet of the same runs (scalestudy fit)"
 
-    p = command("data", "convert a task's source (LRA release or offline stand-in) into the "
-                "data contract: cached arrays and manifest.json")
+    p = command("data", "convert a task's source (LRA release, offline stand-in or your own "
+                "files) into the data contract: cached arrays and manifest.json")
     p.add_argument("--task", required=True, help="the task to prepare (a name of grid.tasks)")
     p.add_argument("--config", required=True,
                    help="the task's config as JSON (its tasks.<task> section of the study)")
@@ -346,6 +346,11 @@ def run_command(argv: list[str]) -> int:
     with one line of error for a ValueError or OSError (a bad input, a refused
     output, a full disk), 3 with one line where there is nothing to fit,
     predict or decide, else 0."""
+    try:  # a study's plugins ($SCALESTUDY_PLUGINS) join the registries the commands read
+        plugins.from_environment()
+    except ValueError as err:
+        print(f"scalestudy: error: {err}", file=sys.stderr)
+        return errors.BAD_INPUT
     args = parser().parse_args(argv)
     try:
         args.func(args)

@@ -3,7 +3,9 @@ architecture) and `backbone_class` (its registry entry's class) build every
 model; `build_backbone` does both in one call.
 
 Which backbones exist is the architecture registry's (scalestudy.architectures:
-name -> module and class here). Every backbone class takes a `BackboneConfig`,
+name -> module and class). Importing the package imports no torch (the
+backbones' own modules do), so that scalestudy.extend, which a plugin's
+registry entry imports, is torch-free. Every backbone class takes a `BackboneConfig`,
 maps token ids [B, T] plus a padding mask to a `BackboneOutput`, and has a
 static `config_for(size, protocol, **common)` that maps a named size of the
 ladder (scalestudy.ladder) to its own hyper-parameters.
@@ -11,10 +13,13 @@ ladder (scalestudy.ladder) to its own hyper-parameters.
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..architectures import ARCHITECTURES
 from .config import BackboneConfig, BackboneOutput
+
+if TYPE_CHECKING:  # the package imports no torch: a plugin's entry reads BackboneConfig
+    from torch import nn
 
 
 def backbone_class(arch: str) -> type[nn.Module]:

@@ -194,7 +194,7 @@ class ComputeMatched(Prior):
             )
 
 
-PRIORS: Registry[Prior] = Registry("prior", [
+PRIORS: Registry[Prior] = Registry("prior", group="scalestudy.priors", entries=[
     Prior("random"),
     Prior("random_noln", norm="none", warmup=False, linestyle=(0, (1, 1)), fillstyle="none"),
     Prior("random_causal", causal=True, linestyle=(0, (5, 1, 1, 1, 1, 1)), fillstyle="none"),

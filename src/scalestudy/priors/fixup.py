@@ -183,6 +183,8 @@ def _require_no_norm(backbone: nn.Module, prior: str) -> None:
 @torch.no_grad()
 def _scale(backbone: nn.Module, factor: float) -> int:
     tensors = fixup_tensors(backbone)
+    if not tensors:  # a plugin's backbone without residual branches to scale
+        raise ValueError(f"{type(backbone).__name__} has no module with fixup_weights")
     for weight in tensors:
         weight.mul_(factor)
     return len(tensors)

@@ -42,9 +42,12 @@ import warnings
 from pathlib import Path
 
 from ..architectures import ARCHITECTURES
+from ..ladder import SIZES
 from ..priors import PRIORS
+from ..registry import BUILT_IN
 from ..stages import STAGES
 from ..tasks import TASKS
+from ..tasks.contract import check_splits
 from ..trackers import require as require_trackers
 from .config import GridConfig, StudyConfig, fill_defaults
 from .costs import VOCAB_BOUND, check_budgets, gpu_memory, training_memory
@@ -163,6 +166,43 @@ def check_schedules(study: StudyConfig) -> None:
             f"train.val_every: {schedule.val_every} exceeds train.max_steps "
             f"{schedule.max_steps}: the run would validate only at its end; accepted: 1 to "
             f"{schedule.max_steps}")
+
+
+def check_plugins(study: StudyConfig) -> None:
+    """What the study's plugins bring to its grid, tried before any job: each
+    plugin task's splits against the data contract (tasks/contract.py), each
+    plugin architecture built at each size of the grid on a probe batch of
+    each task's vocabulary and length (models/contract.py; imports torch, so
+    only for a grid that has one). The built-ins are checked by the tests."""
+    archs = [a for a in study.grid.archs if ARCHITECTURES.source(a) != BUILT_IN]
+    tasks = [t for t in study.grid.tasks if TASKS.source(t) != BUILT_IN]
+    for task in tasks:
+        entry, cfg = TASKS[task], study.task(task)
+        try:
+            splits = entry.module.build(cfg)
+            check_splits(task, splits, entry.module.VOCAB_SIZE, entry.module.n_classes(cfg),
+                         pair=entry.documents == 2)
+        except Exception as err:
+            raise ConfigError(f"grid.tasks: {task} ({TASKS.source(task)}): {err}") from None
+    if not archs:
+        return
+    from ..models.contract import check_backbone
+    from ..priors.contract import check_prior
+
+    for task in study.grid.tasks:
+        cell = study.grid.of_task(task)
+        vocab, seq_len = TASKS[task].module.VOCAB_SIZE, study.task(task).seq_len
+        for arch in (a for a in cell["archs"] if a in archs):
+            try:
+                check_backbone(arch, cell["sizes"], vocab, seq_len, study.train.protocol,
+                               causal=study.train.causal)
+                smallest = min(cell["sizes"], key=list(SIZES).index)
+                for prior in cell["priors"]:
+                    check_prior(prior, arch, smallest, vocab, seq_len, study.train,
+                                study.train.protocol)
+            except Exception as err:
+                raise ConfigError(f"grid.archs: {arch} ({ARCHITECTURES.source(arch)}): "
+                                  f"{err}") from None
 
 
 def check_batches(study: StudyConfig) -> None:
@@ -320,6 +360,7 @@ def validate(config, schema_path: Path | str = SCHEMA_PATH, *,
     except ValueError as err:
         raise ConfigError(str(err)) from None
     check_batches(study)
+    check_plugins(study)
     if cluster:
         check_cluster(study)
     if gpu_study(study) and study.resources.gpu_mem_gb:

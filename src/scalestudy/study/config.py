@@ -402,6 +402,7 @@ class StudyConfig:
     study: str
     grid: GridConfig
     tasks: dict = field(default_factory=dict)  # a task of the grid -> its config dataclass
+    plugins: tuple[str, ...] = ()  # the plugin modules it names (scalestudy.plugins)
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
@@ -413,6 +414,7 @@ class StudyConfig:
     def from_dict(cls, config: dict) -> StudyConfig:
         """The typed config of a validated study config (the workflow's `config`)."""
         return cls(study=config["study"], grid=_grid(config["grid"]),
+                   plugins=tuple(config.get("plugins") or ()),
                    tasks={name: task_config(name, (config.get("tasks") or {}).get(name, {}))
                           for name in config["grid"]["tasks"]},
                    **{name: parse(kind, name, config.get(name, {}))
@@ -432,7 +434,7 @@ def reference() -> str:
     """Every declared section at its defaults, then every task's options
     (`tasks:`), as YAML, each option's description a comment above it: what
     a study may state."""
-    lines = []
+    lines = ["", *_named()]
     for name, kind in SECTIONS.items():
         lines += ["", *_comment(kind.__doc__, ""), f"{name}:", *_options(kind, "  ")]
     lines += ["", *_comment(TASKS_DOC, ""), "tasks:"]
@@ -440,6 +442,20 @@ def reference() -> str:
         lines += [*_comment(task.config.__doc__, "  "), f"  {name}:",
                   *_options(task.config, "    ")]
     return "\n".join(lines[1:]) + "\n"
+
+
+def _named() -> list[str]:
+    """The names a grid may use, each kind's, a plugin's named with its source."""
+    from ..architectures import ARCHITECTURES
+    from ..priors import PRIORS
+
+    lines = ["# The names grid.archs, grid.tasks and grid.priors accept (a plugin's with",
+             "# where it comes from: docs/extending.md):"]
+    for key, registry in (("archs", ARCHITECTURES), ("tasks", TASKS), ("priors", PRIORS)):
+        plugins = registry.plugins()
+        names = [f"{n} ({plugins[n]})" if n in plugins else n for n in registry]
+        lines += _comment(f"{key}: {', '.join(names)}", "")
+    return lines
 
 
 def _options(kind: type, indent: str) -> list[str]:

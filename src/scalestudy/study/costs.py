@@ -10,6 +10,7 @@ measured coefficients).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..architectures import ARCHITECTURES
@@ -45,7 +46,7 @@ GIB = 2**30
 # cuDNN's workspaces, the caching allocator's slack.
 GPU_RESERVE = 2 * GIB
 # Dropout's masks and outputs a token keeps per layer per unit of width
-# (measured as the activations, training/memory.py: S4 and lconv at dropout
+# (measured as the activations, models/memory.py: S4 and lconv at dropout
 # 0.1); attention's own dropout runs inside SDPA's fused kernels on a GPU.
 DROPOUT_BYTES = 32.0
 MIXED = ("16-mixed", "bf16-mixed", "bf16-true", "16-true", "auto")
@@ -76,14 +77,23 @@ def gpu_memory(arch: str, size: str, protocol: str, batch: int, seq_len: int,
     _, vanilla = training_memory(size, protocol, 0, seq_len)
     params = entry.params_factor * vanilla
     weights = params * (16 + (2 if mixed else 0)) * scale
-    per_token = depth * width * (entry.activation_bytes[mixed] + (DROPOUT_BYTES if dropout
-                                                                    else 0.0))
+    saved = entry.activation_bytes or measured_bytes(arch, protocol)
+    per_token = depth * width * (saved[mixed] + (DROPOUT_BYTES if dropout else 0.0))
     activations = batch * seq_len * per_token * scale
     kernel = depth * width * seq_len * entry.kernel_bytes
     logits = batch * seq_len * vocab * 4 * 3
     scores = (batch * shape.heads * seq_len**2 * 8 * 2 * depth
               if entry.attention and precision == "64-true" else 0)
     return int(weights + activations + kernel + logits + scores + GPU_RESERVE)
+
+
+@functools.cache
+def measured_bytes(arch: str, protocol: str) -> tuple[float, float]:
+    """A plugin's activation bytes, where its entry states none: measured on a
+    probe batch (models/memory.py; imports torch)."""
+    from ..models.memory import backbone_bytes
+
+    return backbone_bytes(arch, protocol=protocol)
 
 
 def run_flops(size: str, protocol: str, batch: int, seq_len: int, steps: int) -> float:

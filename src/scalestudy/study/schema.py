@@ -107,17 +107,32 @@ def complete(schema: dict) -> dict:
     return schema
 
 
-@functools.cache
 def load_schema(schema_path: str) -> dict:
+    """The schema completed from the registries as they are now (a plugin
+    loaded since adds its names)."""
+    return _completed(schema_path, _registered())
+
+
+def _registered() -> tuple:
+    """What the completed schema depends on: every registry's names."""
+    return tuple(tuple(registry) for registry in (ARCHITECTURES, PRIORS, TASKS, TRACKERS))
+
+
+@functools.cache
+def _completed(schema_path: str, registered: tuple) -> dict:
     with open(schema_path) as f:
         return complete(yaml.safe_load(f))
 
 
 @functools.cache
-def _validator(schema_path: str):
+def _checker(schema_path: str, registered: tuple):
     import jsonschema
 
-    return jsonschema.Draft202012Validator(load_schema(schema_path))
+    return jsonschema.Draft202012Validator(_completed(schema_path, registered))
+
+
+def _validator(schema_path: str):
+    return _checker(schema_path, _registered())
 
 
 _BOOLEANS = {"true": True, "false": False}

