@@ -181,12 +181,12 @@ def test_the_claims_stage_reads_the_frontier_stage_s_result(monkeypatch):
 
 
 def test_a_claim_reads_a_stage_s_result_from_the_analysis(monkeypatch):
-    from scalestudy.analysis.claims import Study
+    from scalestudy.analysis.claims import Evidence
 
     fake_stages(monkeypatch, {"fit": {"run": lambda analysis, options: "fits"}})
     analysis = Analysis("runs")
-    assert Study.of(pd.DataFrame(), pd.DataFrame(), analysis=analysis).result("fit") == "fits"
-    assert Study.of(pd.DataFrame(), pd.DataFrame()).result("fit") is None
+    assert Evidence.of(pd.DataFrame(), pd.DataFrame(), analysis=analysis).result("fit") == "fits"
+    assert Evidence.of(pd.DataFrame(), pd.DataFrame()).result("fit") is None
 
 
 def test_each_stage_takes_the_options_it_declares_from_the_study_s():
