@@ -106,9 +106,10 @@ def gap_closes(study: Evidence, *, first: str, second: str, treatment: str,
 
 
 def _share(part: dict, whole: dict, of: str) -> str:
-    """' (28% of the closure)' where both are estimated and the whole is positive."""
+    """' (28% of the closure)' where both are estimated and the whole is shown
+    positive (its interval above 0: a share of nothing is no share)."""
     if not (np.isfinite(part["estimate"]) and np.isfinite(whole["estimate"])
-            and whole["estimate"] > 0):
+            and whole["estimate"] > 0 and not whole["low"] <= 0):
         return ""
     return f" ({part['estimate'] / whole['estimate']:.0%} {of})"
 
@@ -142,8 +143,10 @@ def _what_happened(gap_t: dict, gain: dict, loss: dict, closed: dict, first: str
     """What the treatment did where the claim does not hold: the gap did not close,
     or it closed through the stronger one's loss, or it reversed at some size."""
     said = []
-    if closed["estimate"] <= 0:
-        said.append(f"{treatment} does not narrow the gap")
+    if not closed["low"] > 0:
+        said.append(f"{treatment} is not shown to narrow the gap")
+        if gain["high"] < 0:
+            said.append(f"{second} does worse under {treatment}")
     elif loss["estimate"] >= gain["estimate"]:
         said.append(f"the gap narrows mostly because {first} does worse under {treatment}, "
                     f"not because {second} does better")
