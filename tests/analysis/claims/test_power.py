@@ -28,10 +28,11 @@ premise, the standard recipe failing, is planted as diverged runs (null_study's
 Measured with 200 studies per effect (the slow test; n_boot 400;
 docs/analysis.md lists the numbers): the SPT claims' accuracy contrasts have
 power 0.5-0.75 at the stated effects (0.05-0.08 accuracy). Every other claim
-has at most 0.13 there: its exponents come from 6 points per line (three sizes,
-two seeds), or it needs a Welch test of 2 runs against 2 at one size to pass
-everywhere. Its large effect (exponent differences of 0.1, accuracy gaps of
-0.2-0.4) gets 0.6-0.9.
+has at most 0.13 there (DT-Fixup's, decided by its accuracy against the floor
+once the standard recipe diverged, 1.00): its exponents come from 6 points per
+line (three sizes, two seeds), or it needs a Welch test of 2 runs against 2 at
+one size to pass everywhere. Its large effect (exponent differences of 0.1,
+accuracy gaps of 0.2-0.4) gets 0.75-0.99.
 The bounds asserted (FLOORS) are regression guards chosen from those
 measurements and set below them (the fast test's 20 studies have a standard
 error up to 0.11). They are not targets: a change of a rule that costs much of
@@ -189,12 +190,12 @@ NOT_EXERCISED = ("frontier_ranking_changes", "frontier_exponent_differs")
 # measured (fast: about 0.2 below its own 20 studies; slow: 0.05-0.15 below its 200),
 # 0 where the measured power is about 0 (the fast test leaves those out).
 FLOORS = {
-    "vanilla_scales_best_upstream[large]": (0.6, 0.7),
-    "performer_albert_scale_poorly[large]": (0.6, 0.7),
-    "switch_transfers_best[large]": (0.5, 0.6),
+    "vanilla_scales_best_upstream[large]": (0.6, 0.9),
+    "performer_albert_scale_poorly[large]": (0.6, 0.85),
+    "switch_transfers_best[large]": (0.5, 0.85),
     "best_arch_changes_with_scale[large]": (0.6, 0.7),
-    "minimal_variants_scale_like_transformer[large]": (0.5, 0.65),
-    "flat_or_negative_downstream[large]": (0.45, 0.6),
+    "minimal_variants_scale_like_transformer[large]": (0.5, 0.85),
+    "flat_or_negative_downstream[large]": (0.45, 0.8),
     "depth_beats_width[stated]": (0.0, 0.05),
     "depth_beats_width[large]": (0.6, 0.8),
     "spt_closes_s4_gap[stated]": (0.35, 0.55),

@@ -1,6 +1,7 @@
-"""A claim's verdicts: the result it yields per scope, how the scopes' verdicts
-make the claim's own, the study a claim reads, and the text helpers that turn
-measurements into claims.md's cells.
+"""A claim's verdicts: the result it yields per scope (a `Verdict`, which knows
+the tests that could refute it), how the scopes' verdicts make the claim's own,
+the study a claim reads, and the text helpers that turn measurements into
+claims.md's cells (each size's value beside a mean over sizes).
 """
 
 from __future__ import annotations
