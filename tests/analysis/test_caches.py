@@ -20,7 +20,7 @@ from tests.support import ROOT
 
 
 CACHED_STUDIES = ["default", "workstation", "deep_fixup", "converged", "converged_capacity",
-                  "capacity_listops", "effects", "frontier", "spt_digits"]
+                  "capacity_listops", "effects", "frontier", "spt_digits", "tay_scale_worse"]
 
 
 def _preset(study: str):
@@ -153,6 +153,22 @@ def test_the_spt_digits_cache_has_its_premise_and_decides_whether_spt_closes_the
     checks = evaluate(runs, fit_study(runs, n_boot=50, n_boot_saturating=0), n_boot=200)
     gap = checks[checks["claim"] == CLAIMS["spt_closes_s4_gap"].text]
     assert list(gap["verdict"]) == ["holds"], gap
+
+
+def test_the_tay_cache_decides_the_claim_it_was_planned_to_decide():
+    """The tay_scale_worse cache (docs/results.md, p): the design `scalestudy
+    plan` fixed before its runs (4 seeds of 3 sizes) decides "Performer and
+    ALBERT scale worse than the vanilla Transformer", as planned: it does not
+    hold, refuted by ALBERT's steeper upstream exponent at the Bonferroni level."""
+    from scalestudy.analysis.claims import CLAIMS, evaluate
+
+    runs = read_records(ROOT / "data" / "cache" / "tay_scale_worse.parquet")
+    assert (runs["status"] == "ok").all()
+    checks = evaluate(runs, fit_study(runs, n_boot=200, n_boot_saturating=0), n_boot=200)
+    claim = checks[checks["claim"] == CLAIMS["performer_albert_scale_poorly"].text]
+    assert set(claim["verdict"]) >= {"does not hold"}, claim
+    refuted = claim[claim["verdict"] == "does not hold"]
+    assert list(refuted["scope"]) == ["albert: upstream alpha_U"], refuted
 
 
 def test_the_converged_cache_trained_every_run_until_its_plateau_or_its_cap():
