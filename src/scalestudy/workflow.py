@@ -65,6 +65,23 @@ def prepare(workflow, config: dict, argv: list[str] | None = None):
     return study
 
 
+def planned_powers(workflow, study) -> None:
+    """A dry run's warning of a claim the study's plan section lists that its grid
+    is unlikely to decide: per such claim whose planned power (cli/plan.py, the
+    planner's fast rules on the plan's pilot) is below 0.5, one line; not an
+    error. Nothing outside a dry run, or without a plan."""
+    if not study.plan.claims or workflow.remote_exec or not dry_run():
+        return
+    from .cli.plan import planned_lines
+
+    try:
+        lines = planned_lines(study, Path(workflow.basedir))
+    except (ValueError, OSError) as err:
+        lines = [f"plan: its claims' power not checked: {err}"]
+    for line in lines:
+        print(line)
+
+
 def heal_records(workflow, records, collected) -> None:
     """A run record (`records`) that cannot be read (truncated by a crash of
     the file system, a copy cut short) is set aside as record.parquet.corrupt,

@@ -1,7 +1,8 @@
 """analysis/stats.py against computations made here by hand: the width of the
 residual bootstrap's interval when a size is its unit (each size's mean
 residual scaled by its leverage among the sizes), and the lack-of-fit F test's
-p-value and degrees of freedom near the level that makes the size the unit."""
+p-value and degrees of freedom near the level that calls an exponent a local
+slope; Fieller's interval of a ratio against its definition."""
 
 import numpy as np
 import pytest
@@ -62,7 +63,8 @@ def lack_of_fit_oracle(lx, ly, sizes) -> float:
 def test_the_lack_of_fit_test_near_its_level(seed, rejected):
     """4 sizes x 3 seeds, each size off the line by a little (p 0.041 and 0.061):
     the p-value is the F test's on (4 - 2, 12 - 4) degrees of freedom, and the
-    level decides the interval's unit on either side of it."""
+    level decides whether the exponent is called a local slope on either side of
+    it; the interval redraws runs either way."""
     lxs = np.log(np.logspace(6, 9, 4))
     rng = np.random.default_rng(seed)
     bump = rng.normal(0, 0.02, 4)
@@ -74,7 +76,8 @@ def test_the_lack_of_fit_test_near_its_level(seed, rejected):
     assert lack_of_fit_p(lx, ly, sizes) == pytest.approx(p, rel=1e-9)
     fit = fit_loglog(np.exp(lx), np.exp(ly), sizes, n_boot=100)
     assert fit.lack_of_fit_p == pytest.approx(p, rel=1e-9)
-    assert (fit.interval_unit, fit.interval_df) == (("size", 2.0) if rejected else ("run", 10.0))
+    assert (fit.interval_unit, fit.interval_df) == ("run", 10.0)
+    assert ("no power law" in fit.interval) == rejected
 
 
 def test_the_lack_of_fit_test_of_runs_that_differ_in_x_within_a_size():
@@ -88,3 +91,34 @@ def test_the_lack_of_fit_test_of_runs_that_differ_in_x_within_a_size():
     p = lack_of_fit_oracle(lx, ly, sizes)
     assert 0.001 < p < 0.999
     assert lack_of_fit_p(lx, ly, sizes) == pytest.approx(p, rel=1e-9)
+
+
+def test_fieller_interval_solves_its_defining_equation():
+    """Fieller's interval for num / den: its ends are the r at which num - r den
+    is exactly t_df standard errors from 0, its variance var(num) - 2 r
+    cov + r^2 var(den) from the replicates (oracle: that equation, solved here
+    by scipy's root finder); unbounded (NaN) where den is not shown away from
+    0 at the level; near the delta method's interval where den is far from 0."""
+    from scipy.optimize import brentq
+
+    from scalestudy.analysis.stats import fieller
+
+    rng = np.random.default_rng(0)
+    cov = [[0.02**2, 0.6 * 0.02 * 0.008], [0.6 * 0.02 * 0.008, 0.008**2]]
+    reps = rng.multivariate_normal([0.06, 0.02], cov, size=4000)
+    num, den, df = 0.06, 0.02, 7
+    low, high = fieller(num, den, reps[:, 0], reps[:, 1], df, 0.95)
+    v = np.cov(reps[:, 0], reps[:, 1], ddof=1)
+    q = t.ppf(0.975, df) ** 2
+
+    def g(r):
+        return (num - r * den) ** 2 - q * (v[0, 0] - 2 * r * v[0, 1] + r * r * v[1, 1])
+
+    assert low == pytest.approx(brentq(g, -50, num / den), rel=1e-9)
+    assert high == pytest.approx(brentq(g, num / den, 1e3), rel=1e-9)
+    assert high - num / den > num / den - low  # skewed away from den = 0
+    assert np.isnan(fieller(num, 0.01, reps[:, 0], reps[:, 1], df, 0.95)[0])
+    far = reps * [1, 0.1] + [0, 0.2 * 0.9]  # den 0.2, se 0.0008: the delta method's
+    low, high = fieller(num, 0.2, far[:, 0], far[:, 1], df, 0.95)
+    se = np.sqrt(v[0, 0]) / 0.2  # num's noise dominates the ratio's
+    assert (high - low) / 2 == pytest.approx(t.ppf(0.975, df) * se, rel=0.05)

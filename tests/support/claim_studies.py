@@ -114,17 +114,28 @@ def scaling(alpha_u=None, alpha_d=None, archs=("transformer",), sizes=("xxs", "x
 # --------------------------------------------------------------------------- null studies
 
 
+def _preset(name: str) -> dict:
+    return load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
+
+
 def preset_grid(name: str) -> tuple[dict, str, bool]:
     """A preset's grid over the default study's, its protocol and whether its
     pretraining is per seed (name "default": config/config.yaml itself)."""
-    study = load_study(*([] if name == "default" else [ROOT / f"config/studies/{name}.yaml"]))
+    study = _preset(name)
     return study["grid"], study["train"]["protocol"], study["pretrain"]["seeds"] == "per_seed"
+
+
+def preset_norm(name: str) -> str | None:
+    """The preset's train.norm where it states one (a LayerNorm-free study: "none")."""
+    return _preset(name)["train"].get("norm")
 
 
 def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float = 0.03,
                alpha: float = 0.05, variant_alpha: dict | None = None,
                downstream_alpha: dict | None = None,
-               acc_shift: Callable[[str, str, str], float] | None = None) -> pd.DataFrame:
+               acc_shift: Callable[[str, str, str], float] | None = None,
+               status: Callable[[str, str, str, int], str] | None = None,
+               norm: str | None = None) -> pd.DataFrame:
     """Records of a study with no effect anywhere: every architecture and prior
     has the same law, error 0.8 (N/1e4)^-alpha and upstream loss 4 (N/1e4)^-alpha
     with log-normal noise `noise` per run, compute proportional to N (so the same
@@ -134,8 +145,11 @@ def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float =
     Planted effects (tests/analysis/claims/test_power.py), none by default:
     `downstream_alpha` (arch -> alpha) sets named architectures' exponent of
     their task runs' error only (their upstream loss keeps `variant_alpha`'s or
-    `alpha`), and `acc_shift(arch, prior, size)` is added to every task run's
-    test accuracy (after the noise; the same draws of `rng` either way)."""
+    `alpha`), `acc_shift(arch, prior, size)` is added to every task run's
+    test accuracy (after the noise; the same draws of `rng` either way), and
+    `status(arch, prior, size, seed)` sets a task run's status ("diverged":
+    its accuracy stays, unread). `norm`: the study's train.norm (a prior's own
+    wins), "none" for a LayerNorm-free study."""
     variant_alpha = variant_alpha or {}
     downstream_alpha = downstream_alpha or {}
 
@@ -154,6 +168,10 @@ def null_study(grid: dict, protocol: str, per_seed: bool, rng, *, noise: float =
             shift = acc_shift(arch, prior, size) if acc_shift else 0.0
             row = _row(task, arch, size, prior, seed, protocol,
                        test_acc=1 - 0.8 * n ** -a * np.exp(rng.normal(0, noise)) + shift)
+            if status is not None:
+                row["status"] = status(arch, prior, size, seed)
+            if norm is not None and PRIORS[prior].norm is None:
+                row["norm"] = norm
             if stage is not None:
                 row["pretrain_flops"] = 1000 * PARAMS[size]
                 row["pretrain_seed"] = seed if per_seed else 0

@@ -201,3 +201,24 @@ def test_the_completed_default_study_is_the_declared_defaults():
     assert {k: v for k, v in dataclasses.asdict(TrainConfig()).items()
             if k not in per_run} == DECLARED_STUDY["train"]
     assert {**dataclasses.asdict(TrainerConfig()), "loggers": ["csv"]} == DECLARED_STUDY["trainer"]
+
+
+def test_a_dry_run_prints_each_planned_claim_below_half_power(tmp_path):
+    """snakemake -n of the planned preset (tay_scale_worse) with two seeds instead
+    of its four: one line naming its claim's planned power below 0.5, and the DAG
+    all the same (not an error); at its own four seeds, no such line."""
+    import shutil
+
+    workdir = workflow_copy(tmp_path)
+    (workdir / "data/cache").mkdir(parents=True)
+    shutil.copy(ROOT / "data/cache/workstation.parquet", workdir / "data/cache")
+    preset = yaml.safe_load((ROOT / "config/studies/tay_scale_worse.yaml").read_text())
+    preset["grid"]["seeds"] = [0, 1]
+    (workdir / "config/studies/two_seeds.yaml").write_text(yaml.safe_dump(preset))
+    done = dry_run(workdir, "two_seeds.yaml")
+    assert done.returncode == 0, done.stderr[-2000:]
+    planned = [line for line in done.stdout.splitlines() if line.startswith("plan: ")]
+    assert len(planned) == 1 and "performer_albert_scale_poorly: planned power" in planned[0]
+    assert "Job stats:" in done.stdout
+    own = dry_run(workdir, "tay_scale_worse.yaml")
+    assert own.returncode == 0 and "plan: " not in own.stdout

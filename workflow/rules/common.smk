@@ -20,6 +20,8 @@ try:
     STUDY = study_workflow.prepare(workflow, config)
 except ValueError as err:  # a study that cannot run: its one line, not a trace of the parse
     sys.exit(f"study config: {err}")
+# A dry run says which claims of the study's plan its grid is unlikely to decide.
+study_workflow.planned_powers(workflow, STUDY)
 LOCAL_GPUS = study_workflow.register_gpus(workflow, STUDY)
 CONDA_ENV = study_workflow.conda_env(workflow)
 

@@ -12,16 +12,19 @@ default, or non-embedding parameters, or FLOPs per token. One row per fit, its
   (y = E + A x^-alpha, Huber loss on log residuals, Hoffmann et al. 2022
   approach 3; three parameters, so it needs four sizes).
 - ``alpha_D``: downstream error (1 - test accuracy) against x, per
-  (task, arch, prior); form ``loglog``.
+  (task, arch, prior); form ``loglog``, and ``saturating`` beside it where the
+  lack-of-fit test rejects the power law over four sizes or more (the log-log
+  exponent is then a local slope: its `interval` says so).
 - ``alpha_UD``: the log-log slope of downstream error against upstream loss of
   the runs of a prior that finetunes such a stage (`upstream`) across sizes,
   per (task, arch) (Tay et al.: how much
   of the upstream gain transfers); its x axis is ``upstream_loss``.
 - ``alpha_D/alpha_U``: alpha_D of that prior over the log-log alpha_U of
-  the same architecture, per (task, arch); its interval is the percentile
-  interval of the ratio of paired bootstrap replicates: the downstream runs are
-  resampled and each brings the upstream run of its size (its checkpoint), so
-  both fits see the same sizes in a replicate (`_paired_alphas`).
+  the same architecture, per (task, arch); its interval is Fieller's, the two
+  exponents' variances and covariance from paired bootstrap replicates: the
+  downstream runs are resampled and each brings the upstream run of its size
+  (its checkpoint), so both fits see the same sizes in a replicate
+  (`_paired_alphas`).
 
 Only runs with status "ok" enter a fit; `n_runs` counts every run of the cell,
 `n_failed` those that did not finish ok (diverged or failed) and `n_diverged`
@@ -68,7 +71,7 @@ from .scaling import (
     heldout_prediction,
     transfer_slope,
 )
-from .stats import Residuals, expanded_ci, run_line
+from .stats import Residuals, fieller, is_local, run_line
 
 CELL = ["task", "arch", "prior"]
 BUDGETED = ("budgeted runs (grid.budgets): each size ran at several budgets, which a "
@@ -189,9 +192,11 @@ def _paired_alphas(up: pd.DataFrame, down: pd.DataFrame, size_noise: bool, n_boo
 
 def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, size_noise: bool, n_boot, ci,
            seed) -> dict:
-    """alpha_D / alpha_U with the percentile interval of paired replicates' ratio,
-    t-expanded; none where alpha_U has no interval or one that reaches 0 (the
-    ratio is then unbounded)."""
+    """alpha_D / alpha_U with Fieller's interval (stats.fieller), the two
+    exponents' variances and covariance from paired replicates; none where
+    alpha_U has no interval or one that reaches 0 (the ratio is then
+    unbounded). A percentile interval of the replicates' ratios is too short
+    as alpha_U nears 0 (docs/analysis.md, "The ratio": measured coverage)."""
     n_points = fit_u.n_points + fit_d.n_points
     n_sizes = min(fit_u.n_sizes, fit_d.n_sizes)
     out = {"alpha": np.nan, "alpha_low": np.nan, "alpha_high": np.nan, "coef": np.nan,
@@ -210,9 +215,14 @@ def _ratio(up: pd.DataFrame, down: pd.DataFrame, fit_u, fit_d, size_noise: bool,
         interval = "none: n_boot = 0"
     else:
         a_d, a_u, df = _paired_alphas(up, down, size_noise, n_boot, seed)
-        low, high = expanded_ci(a_d / a_u, ci, df)
-        interval = (f"paired replicates' ratio, {df:g} df" if np.isfinite(low)
-                    else "none: no residual freedom")
+        low, high = fieller(fit_d.alpha, fit_u.alpha, a_d, a_u, df, ci)
+        if np.isfinite(low):
+            interval = f"Fieller's, paired replicates' (co)variances, {df:g} df"
+        elif a_u.size < 2 or not df >= 1:
+            interval = "none: no residual freedom"
+        else:
+            interval = (f"none: Fieller's set is unbounded (alpha_U not shown away from 0 "
+                        f"at {df:g} df)")
     return {**out, "alpha": fit_d.alpha / fit_u.alpha, "alpha_low": low, "alpha_high": high,
             "status": "ok", "interval_df": df if np.isfinite(low) else np.nan,
             "interval": interval}
@@ -292,6 +302,14 @@ def fit_study(runs: pd.DataFrame, options: FitOptions | None = None,
         held = _heldout(good, "x", "error", n_boot=n_boot, size_noise=shared, **kw)
         rows.append(_row(task, arch, prior, "alpha_D", "loglog", x_axis, cell,
                          _nan_fields(f.as_dict()) | held))
+        if is_local(f.lack_of_fit_p) and f.n_sizes > MIN_SIZES:
+            # No power law over the sizes run: the saturating law beside the local slope.
+            s = fit_saturating(good["x"].to_numpy(), good["error"].to_numpy(),
+                               good["size"].to_numpy(), n_boot=n_boot_saturating,
+                               min_sizes=MIN_SIZES + 1, **kw)
+            held = _heldout(good, "x", "error", "saturating", n_boot=n_boot_saturating, **kw)
+            rows.append(_row(task, arch, prior, "alpha_D", "saturating", x_axis, cell,
+                             _nan_fields(s.as_dict()) | held))
         if not transfers_upstream(prior):
             continue
         t = transfer_slope(good["upstream_loss"].to_numpy(), good["error"].to_numpy(),

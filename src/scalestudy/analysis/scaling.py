@@ -2,9 +2,9 @@
 
 Four fits, all with the conventions of docs/analysis.md, "Metrics":
 
-- `fit_loglog`: y = coef * x^(-alpha) by least squares in log-log space, with a
-  percentile bootstrap over runs within each size (Efron & Tibshirani 1993,
-  ch. 13; stats.py: stratified by size, no replicate loses a size).
+- `fit_loglog`: y = coef * x^(-alpha) by least squares in log-log space, with
+  the t interval of a residual bootstrap (stats.py): an interval for the
+  log-log chord over the sizes run, the law's exponent where the law holds.
 - `fit_saturating`: y = E + A x^(-alpha) by a Huber loss on log residuals,
   L-BFGS-B from many starts (the Chinchilla approach 3 recipe with one input).
 - `fit_chinchilla`: L(N, D) = E + A/N^alpha + B/D^beta, Hoffmann et al. 2022
@@ -40,6 +40,8 @@ from .stats import (
     expanded_ci,
     interval_text,
     interval_unit,
+    is_local,
+    local_text,
     loglog_replicates,
     ols,
     r2,
@@ -185,8 +187,10 @@ def fit_loglog(
     `sizes` labels each point's model size (default: its x); fewer than
     `min_sizes` distinct sizes refuses. The interval is the t interval of the
     residual bootstrap (stats.py), deterministic given `seed`: runs redrawn, or
-    sizes where `size_noise` (a size's runs share one pretraining) or the
-    lack-of-fit test rejects the power law.
+    sizes where `size_noise` (a size's runs share one pretraining). It is an
+    interval for the log-log chord over the sizes run: the law's exponent where
+    the power law holds, a local slope where the lack-of-fit test rejects it
+    (the `interval` text then says so).
     """
     x, y, labels = clean_labelled(x, y, sizes)
     k, n = len(set(labels.tolist())), x.size
@@ -205,6 +209,8 @@ def fit_loglog(
         low, high = t_interval(float(-slope), -boot_slopes, df, ci)  # alpha = -slope
         interval = (interval_text(unit, df, why) if np.isfinite(low)
                     else "none: no residual freedom")
+    if is_local(lof_p):
+        interval += "; " + local_text(lof_p)
     return PowerLawFit(
         alpha=float(-slope),
         coef=float(np.exp(intercept)),

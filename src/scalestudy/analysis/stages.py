@@ -57,6 +57,7 @@ from .options import (
     flag,
     taken,
 )
+from .plan.options import PlanOptions
 from .predict.options import PredictOptions
 
 if TYPE_CHECKING:  # the DAG reads the artifacts' names alone
@@ -177,6 +178,11 @@ ANALYSIS_STAGES: Registry[Stage] = Registry("analysis stage", [
     # predict`, calls its module's `predict` with its options.
     Stage("predict", PredictOptions, "scalestudy.analysis.predict.stage",
           "predictions of larger runs from any ladder of runs (scalestudy predict)"),
+    # No study runs it either: `scalestudy plan` (cli/commands.py) gives it a pilot's
+    # records, a candidate study and the study's cost of a design.
+    Stage("plan", PlanOptions, "scalestudy.analysis.plan.stage",
+          "each claim's power on a candidate study and the cheapest design that decides "
+          "it (scalestudy plan)"),
 ])
 
 

@@ -29,7 +29,7 @@ from .stages import ANALYSIS_STAGES
 
 ALPHA_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "alpha", "alpha_low",
                  "alpha_high", "ci", "E", "r2", "n_points", "n_sizes", "n_runs", "n_failed",
-                 "status"]
+                 "status", "interval"]
 LRA_COLUMNS = ["prior", "arch", "task", "size", "n_runs", "n_ok", "mean_acc", "std_acc"]
 HELDOUT_LAWS = ("alpha_U", "alpha_D", "alpha_UD")  # the ratio is not a law of y
 HELDOUT_TABLE_COLUMNS = ["metric", "form", "task", "arch", "prior", "x_axis", "n_sizes",
@@ -68,9 +68,10 @@ def fmt_interval(row) -> str:
     """'0.123 [0.100, 0.150]', or the fit's status where it gave no number."""
     if row["status"] != "ok":
         return f"n/a ({row['status']})"
+    local = " (local slope: no power law)" if "no power law" in str(row.get("interval", "")) else ""
     if np.isnan(row["alpha_low"]):
-        return f"{row['alpha']:.3f}"
-    return f"{row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
+        return f"{row['alpha']:.3f}{local}"
+    return f"{row['alpha']:.3f} [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]{local}"
 
 
 def alpha_markdown(fits: pd.DataFrame) -> str:
@@ -81,8 +82,11 @@ def alpha_markdown(fits: pd.DataFrame) -> str:
     x_axis = x_axis.iloc[0] if len(x_axis) else "compute"
     ci = t["ci"].iloc[0] if len(t) else FitOptions.ci
     out = [f"# Scaling coefficients\n\nx axis: {x_axis}. Each cell: alpha "
-           f"[{ci:.0%} percentile-bootstrap interval over runs]; n/a with the reason "
-           "where a fit refused (fewer than three sizes).\n"]
+           f"[{ci:.0%} interval]; n/a with the reason where a fit refused (fewer than "
+           "three sizes). A log-log alpha and its interval are the log-log chord over the "
+           "sizes run (the t interval of the residual bootstrap): the law's exponent where "
+           "the power law holds, a local slope (said in the cell) where its lack-of-fit "
+           "test rejects it; alpha_D/alpha_U has Fieller's interval.\n"]
 
     up = t[t["metric"] == "alpha_U"]
     out.append("## Upstream: alpha_U per architecture\n")
@@ -101,7 +105,7 @@ def alpha_markdown(fits: pd.DataFrame) -> str:
             })
         out.append(markdown(pd.DataFrame(rows)) + "\n")
 
-    down = t[t["metric"] == "alpha_D"]
+    down = t[(t["metric"] == "alpha_D") & (t["form"] == "loglog")]
     for task, g in down.groupby("task", sort=True):
         out.append(f"## Downstream ({task}): alpha_D per architecture and prior\n")
         g = g.assign(cell=[fmt_interval(r) for _, r in g.iterrows()])
@@ -112,6 +116,13 @@ def alpha_markdown(fits: pd.DataFrame) -> str:
             columns={"arch": "architecture"})) + "\n")
     if down.empty:
         out.append("## Downstream: alpha_D\n\nNo task runs.\n")
+    saturating = t[(t["metric"] == "alpha_D") & (t["form"] == "saturating")]
+    if len(saturating):
+        out.append("## Downstream: the saturating law where the power law fails\n")
+        rows = [{"task": r["task"], "architecture": r["arch"], "prior": r["prior"],
+                 "alpha (saturating)": fmt_interval(r), "E": f"{r['E']:.3g}"}
+                for _, r in saturating.iterrows()]
+        out.append(markdown(pd.DataFrame(rows)) + "\n")
 
     transfer = t[t["metric"].isin(["alpha_UD", "alpha_D/alpha_U"])]
     out.append("## Transfer: alpha_U,D and alpha_D / alpha_U (upstream prior)\n")
@@ -182,7 +193,7 @@ def heldout_markdown(fits: pd.DataFrame) -> str:
         size = up.groupby("arch", sort=False)["heldout_size"].first()
         out.append(_arch_rows(wide.assign(**{"held out": size})) + "\n")
 
-    down = t[t["metric"] == "alpha_D"]
+    down = t[(t["metric"] == "alpha_D") & (t["form"] == "loglog")]
     for task, g in down.groupby("task", sort=True):
         out.append(f"## Downstream error ({task}, alpha_D) per architecture and prior\n")
         wide = g.pivot(index="arch", columns="prior", values="cell")

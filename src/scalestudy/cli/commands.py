@@ -155,6 +155,13 @@ def cmd_predict(args) -> None:
     print(f"wrote {len(result.files)} files to {args.out_dir}")
 
 
+def cmd_plan(args) -> None:
+    """The planner (analysis/plan/) with the study's costs (cli/plan.py)."""
+    from . import plan
+
+    plan.run(args)
+
+
 def cmd_analyse(args) -> None:
     """The analysis stages (analysis/stages.py: fits.parquet, frontier/ for
     runs with budgets, figures/, tables/ and claims.md) of one runs file, in

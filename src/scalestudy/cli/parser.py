@@ -93,6 +93,9 @@ EXAMPLES = {
     "predict": "scalestudy predict ladder.csv --at 7e9:1.4e11 70e9:1.4e12 --out-dir "
                "/tmp/predict --holdout",
     "analyse": "scalestudy analyse data/cache/workstation.parquet --out-dir results/workstation",
+    "plan": "scalestudy plan config/studies/tay_claims.yaml --pilot "
+            "data/cache/workstation.parquet \\\n      --claims flat_or_negative_downstream "
+            "--budget-hours 3 --out /tmp/planned.yaml",
     "status": "scalestudy status results/default",
     "options": "scalestudy options > /tmp/options.yaml",
     **{name: stage.example for name, stage in ANALYSIS_STAGES.items() if stage.own_command},
@@ -204,6 +207,33 @@ def _predict_options(p) -> None:
     p.add_argument("--no-figures", action="store_true", help="write the tables only")
 
 
+def _plan_options(p) -> None:
+    p.add_argument("preset", nargs="?", type=Path,
+                   help="the candidate study: a preset over config/config.yaml (default: "
+                   "config/config.yaml's study)")
+    p.add_argument("--pilot", required=True, type=Path,
+                   help="a pilot's run records (a runs.parquet or data/cache/<study>.parquet): "
+                   "each cell's law, the runs' noise and what a run costs")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="the log noise sd of a run, stated (0: the pilot's)")
+    p.add_argument("--correlation", type=float, default=-1.0,
+                   help="the correlation of architectures' runs at the same size and seed, "
+                   "stated (-1: the pilot's)")
+    p.add_argument("--claims", nargs="+", default=None, metavar="CLAIM",
+                   help="the claims to plan (names of the claim registry; default: every "
+                   "claim)")
+    p.add_argument("--out", type=Path, metavar="PRESET",
+                   help="write the cheapest design that decides every claim of --claims at "
+                   "--power as a preset (the candidate's, its sizes, seeds, name and plan "
+                   "section changed)")
+    p.add_argument("--name", help="the written preset's study name (default: the "
+                   "candidate's with _plan)")
+    p.add_argument("--extrapolate", action="store_true",
+                   help="let a design run sizes beyond the pilot's (its laws extrapolated "
+                   "there); by default a design's sizes lie within the pilot's")
+    _options(p, ANALYSIS_STAGES["plan"].options)
+
+
 def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -311,6 +341,12 @@ def parser() -> argparse.ArgumentParser:
                 "intervals")
     _predict_options(p)
     p.set_defaults(func=commands.cmd_predict)
+
+    p = command("plan", "plan a study before it runs: per claim, its power on a candidate "
+                "study under the claims' own rules, and the cheapest design (sizes, seeds) "
+                "that decides it, written as a preset")
+    _plan_options(p)
+    p.set_defaults(func=commands.cmd_plan)
 
     p = command("analyse", "fits, frontier, figures, tables and claims of a runs file "
                 "(e.g. a cached study), without training")

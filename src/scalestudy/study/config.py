@@ -241,6 +241,21 @@ class FitConfig:
                        exclusiveMinimum=0, exclusiveMaximum=1)
 
 
+@dataclass(frozen=True)
+class PlanConfig:
+    """what `scalestudy plan` planned this study to decide: a dry run (snakemake -n)
+    prints, per claim it lists, the claim's power on the study's grid where below 0.5"""
+
+    claims: list = option([], """the claims (names of claims.md's registry) this study is
+        designed to decide""", items={"type": "string"})
+    pilot: str = option("", """the run records (a runs.parquet or data/cache/<study>.parquet)
+        whose effects and noise plan the claims""")
+    noise: float = option(0.0, "the log noise sd of a run the plan states; 0: the pilot's",
+                          minimum=0)
+    correlation: float = option(-1.0, """the correlation of the architectures' runs of the same
+        size and seed the plan states; -1: the pilot's""", minimum=-1, maximum=1)
+
+
 JOB_SETTINGS = {"type": "object", "additionalProperties": False,
                 "properties": {"runtime": {"type": "integer", "minimum": 1},
                                "mem_mb": {"type": "integer", "minimum": 1},
@@ -292,7 +307,8 @@ class ResourcesConfig:
 # The sections declared here, by their key in the study config.
 SECTIONS: dict[str, type] = {"train": TrainConfig, "trainer": TrainerConfig,
                              "pretrain": PretrainConfig, "upstream": UpstreamConfig,
-                             "fit": FitConfig, "resources": ResourcesConfig}
+                             "fit": FitConfig, "resources": ResourcesConfig,
+                             "plan": PlanConfig}
 
 
 def fill_defaults(config: dict) -> dict:
@@ -409,6 +425,7 @@ class StudyConfig:
     upstream: UpstreamConfig = field(default_factory=UpstreamConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    plan: PlanConfig = field(default_factory=PlanConfig)
 
     @classmethod
     def from_dict(cls, config: dict) -> StudyConfig:

@@ -252,3 +252,65 @@ def check_budgets(study: StudyConfig) -> str | None:
                     f"({section}.warmup_steps); accepted: budgets of at least about "
                     f"{(warmup + 1) * per_step:.3g} {unit} for this cell, or a shorter warm-up")
     return None
+
+
+# --------------------------------------------------------------------------- wall time
+
+
+class SecondsModel:
+    """A run's wall-clock seconds from its estimated FLOPs (`run_flops`),
+    calibrated on a pilot's finished runs (their records' wall_seconds): log
+    seconds = a + b log FLOPs, b shared by every kind of run (below 1: a small
+    run's time is mostly its fixed start-up and evaluation), a per stage and
+    architecture (the pilot's mean where it lacks the pair: its stage's, else
+    every run's). What `scalestudy plan` costs a design with."""
+
+    def __init__(self, pilot):
+        import numpy as np
+
+        runs = pilot[(pilot["status"] == "ok") & (pilot["wall_seconds"] > 0)]
+        if "budget" in runs:
+            runs = runs[runs["budget"].isna()]
+        if runs.empty:
+            raise ValueError("the pilot has no finished run with its wall_seconds: nothing "
+                             "to calibrate a design's cost on")
+        flops = [run_flops(r.size, r.protocol, int(r.batch_size), int(r.seq_len), int(r.steps))
+                 for r in runs.itertuples()]
+        lx, ly = np.log(flops), np.log(runs["wall_seconds"].to_numpy(float))
+        keys = list(zip(runs["stage"], runs["arch"], strict=True))
+        groups: dict = {}
+        for key, x, y in zip(keys, lx, ly, strict=True):
+            groups.setdefault(key, []).append((x, y))
+        num = den = 0.0
+        for pairs in groups.values():
+            xs, ys = np.array(pairs).T
+            num += float(((xs - xs.mean()) * (ys - ys.mean())).sum())
+            den += float(((xs - xs.mean()) ** 2).sum())
+        self.slope = num / den if den > 0 else 1.0
+        self.level = {key: float(np.mean([y - self.slope * x for x, y in pairs]))
+                      for key, pairs in groups.items()}
+        by_stage: dict = {}
+        for (stage, _), level in self.level.items():
+            by_stage.setdefault(stage, []).append(level)
+        self.stage_level = {stage: float(np.mean(v)) for stage, v in by_stage.items()}
+        self.mean_level = float(np.mean(list(self.level.values())))
+
+    def seconds(self, stage: str, arch: str, flops: float) -> float:
+        import math
+
+        level = self.level.get((stage, arch), self.stage_level.get(stage, self.mean_level))
+        return math.exp(level + self.slope * math.log(max(flops, 1.0)))
+
+
+def study_seconds(study: StudyConfig, model: SecondsModel) -> float:
+    """The estimated wall-clock seconds of every run of the study's grid, one
+    after another (task runs and each pretraining run they need, once)."""
+    from .grid import cells, pretrain_cells
+
+    per_seed = study.pretrain.seeds == "per_seed"
+    total = 0.0
+    for cell in cells(study.grid):
+        total += model.seconds(PRIORS[cell.prior].stage, cell.arch, training_flops(study, cell))
+    for run in pretrain_cells(study.grid, per_seed):
+        total += model.seconds(run.stage, run.arch, pretraining_flops(study, run))
+    return total

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from scalestudy.analysis import claims
 from scalestudy.analysis.claims import CLAIMS
@@ -139,13 +140,20 @@ def test_contrast_interval_coverage_and_false_positive_rate_on_null_data():
     assert 0.9 < np.mean(widths) / (2 * 1.96 * np.std(estimates)) < 1.35
 
 
-def _depth_study(dt_status="ok", std_status="diverged", std_norm="none") -> pd.DataFrame:
-    runs = make_runs(priors=("random", "dtfixup"), sizes=("xxs", "xs", "s"), seeds=(0, 1))
+def _depth_study(dt_status="ok", std_status="diverged", std_norm="none", deepest="l",
+                 std_acc=None) -> pd.DataFrame:
+    """The transformer under random (LayerNorm-free: the standard recipe) and
+    dtfixup at depths 2, 4 and 32 (make_runs' xxs, xs, l) or 8 (s), two seeds;
+    at the deepest, the runs' statuses and the standard recipe's accuracy
+    (`std_acc`: about chance, 0.1 of ListOps' 10 classes, with a spread)."""
+    runs = make_runs(priors=("random", "dtfixup"), sizes=("xxs", "xs", deepest), seeds=(0, 1))
     std = runs["prior"] == "random"
     runs.loc[std, "norm"] = std_norm
-    deepest = runs["depth"] == runs["depth"].max()
-    runs.loc[std & deepest, "status"] = std_status
-    runs.loc[~std & deepest, "status"] = dt_status
+    deep = runs["depth"] == runs["depth"].max()
+    runs.loc[std & deep, "status"] = std_status
+    runs.loc[~std & deep, "status"] = dt_status
+    if std_acc is not None:
+        runs.loc[std & deep, "test_acc"] = std_acc + np.array([-0.001, 0.001])
     return runs
 
 
@@ -153,12 +161,16 @@ def test_claim_dtfixup_trains_where_the_standard_recipe_fails():
     def verdict(runs):
         return _verdicts(claims.evaluate(runs, fit_study(runs, n_boot=0)), "DT-Fixup")
 
-    assert verdict(_depth_study()) == ["holds"]
+    assert verdict(_depth_study()) == ["holds"]  # the standard diverged at depth 32
     assert verdict(_depth_study(dt_status="diverged")) == ["does not hold"]
-    # The standard recipe also trains, and nothing with LayerNorm to compare it with:
+    # The standard recipe fails to train: its accuracy at chance, below the floor 0.15.
+    assert verdict(_depth_study(std_status="ok", std_acc=0.11)) == ["holds"]
+    # The standard recipe trains (to 0.7: above the floor), less accurately or not:
     # the premise (it fails) is not shown.
     assert verdict(_depth_study(std_status="ok")) == ["undecided"]
     assert verdict(_depth_study(std_norm="pre")) == ["not enough data"]
+    # Depth 8 is not deep (Xu et al.: 24 layers from scratch): not enough data.
+    assert verdict(_depth_study(deepest="s")) == ["not enough data"]
 
 
 def test_claims_markdown_states_source_rule_and_verdicts(study, tmp_path):
@@ -170,6 +182,9 @@ def test_claims_markdown_states_source_rule_and_verdicts(study, tmp_path):
         assert f"## {claim}" in text
     assert text.count("- Where the paper states it:") == checks["claim"].nunique() == len(CLAIMS)
     assert text.count("- Decision rule:") == len(CLAIMS)
+    assert text.count("- Premise:") == len(CLAIMS)
+    assert "- Premise: none" in text  # a claim without one says so
+    assert "- Premise: from scratch (random init) S4 is ahead of the transformer" in text
     # Every check's row, with its verdict, under its claim.
     sections = {part.split("\n", 1)[0]: part for part in text.split("\n## ")[1:]}
     for _, row in checks.iterrows():
@@ -195,3 +210,66 @@ def test_claims_markdown_states_source_rule_and_verdicts(study, tmp_path):
     assert "| SPT beats the compute-matched control | holds | 6 / 0 / 0 / 0 |" in summary
     assert "| SPT closes most of the Transformer-S4 gap | undecided | 0 / 0 / 2 / 0 |" in summary
     assert "its own pretraining run (pretrain.seeds: per_seed)" in text
+
+
+# --------------------------------------------------------------------------- refutations
+
+
+def _stat(estimate, low, high, df=10.0):
+    return {"estimate": estimate, "low": low, "high": high, "status": "ok", "df": df,
+            "ci": 0.95}
+
+
+def test_a_refutation_at_a_stricter_level_widens_the_t_interval():
+    """`interval_at`: the statistic's t interval at one-sided `level` in each
+    tail (oracle: scipy's t.interval at 1 - 2 level, the se its own interval
+    implies); a verdict knows its tests and reads again at that level."""
+    from scipy.stats import t
+
+    from scalestudy.analysis.claims.check import (
+        FAILS,
+        UNDECIDED,
+        above,
+        all_of,
+        below,
+        interval_at,
+        refuting_tests,
+    )
+
+    d = _stat(-0.02, -0.035, -0.005)
+    se = 0.015 / t.ppf(0.975, 10)
+    assert interval_at(d, 0.025 / 4) == pytest.approx(t.interval(1 - 0.025 / 2, 10, -0.02, se))
+    refuted = above(d)
+    assert refuted == FAILS and refuted.tests == 1
+    assert refuted.at(0.025 / 4) == UNDECIDED  # its upper end 0.0013 over the bound
+    assert refuted.at(0.025) == FAILS
+    both = all_of(refuted, below(_stat(-0.05, -0.07, -0.03)))
+    assert both == FAILS and refuting_tests(both) == 2 and both.at(0.025 / 4) == UNDECIDED
+    far = above(_stat(-0.2, -0.3, -0.1))
+    assert all_of(far, refuted).at(0.025 / 4) == FAILS
+
+
+def test_a_claim_over_many_tests_refutes_at_the_bonferroni_level():
+    """A claim that holds only where every one of its m tests holds is refuted
+    by one test's interval on the wrong side at the study's one-sided 2.5%
+    divided by m: here 4 scopes, one just below 0 at 2.5% but not at 0.63%,
+    which is then undecided and says why; one far below stays refuted."""
+    from scalestudy.analysis.claims import Claim
+    from scalestudy.analysis.claims.check import FAILS, UNDECIDED, Evidence, Scope, above
+
+    stats = [_stat(0.05, 0.02, 0.08), _stat(0.05, 0.02, 0.08), _stat(0.06, 0.03, 0.09),
+             _stat(-0.02, -0.035, -0.005)]
+
+    def check(study, stats=stats):
+        return [Scope(f"s{i}", "m", above(d)) for i, d in enumerate(stats)]
+
+    claim = Claim("c", "C", "src", "rule", check)
+    study = Evidence(pd.DataFrame({"budget": []}))
+    rows = claim.checks(study)
+    assert [r.verdict for r in rows] == ["holds"] * 3 + [UNDECIDED]
+    assert rows[0].claim_verdict == UNDECIDED
+    assert "Bonferroni over the claim's 4 tests" in rows[3].measurement
+    assert "one of its 4 tests" in rows[0].refutation
+    far = [*stats[:3], _stat(-0.2, -0.3, -0.1)]
+    rows = Claim("c", "C", "src", "rule", lambda study: check(study, far)).checks(study)
+    assert rows[3].verdict == FAILS and rows[0].claim_verdict == FAILS

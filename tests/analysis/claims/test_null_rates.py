@@ -25,10 +25,10 @@ import pytest
 from scalestudy.analysis.claims import CLAIMS, evaluate
 from scalestudy.analysis.claims.check import HOLDS
 
-from tests.support.claim_studies import null_study, preset_grid
+from tests.support.claim_studies import null_study, preset_grid, preset_norm
 
 GRIDS = ["default", "workstation", "amos_claims", "tay_claims", "xu_depth", "spt_evidence",
-         "tay_depth+tay_width"]
+         "tay_depth+tay_width", "deep_fixup"]
 EQUIVALENCE = "minimal_variants_scale_like_transformer"
 TEXT = {claim.text: name for name, claim in CLAIMS.items()}
 
@@ -37,7 +37,8 @@ def one_null_study(grid_name: str, rng, **law) -> pd.DataFrame:
     parts = []
     for name in grid_name.split("+"):  # presets whose runs are collected together
         grid, protocol, per_seed = preset_grid(name)
-        parts.append(null_study(grid, protocol, per_seed, rng, **law).assign(study=name))
+        parts.append(null_study(grid, protocol, per_seed, rng, norm=preset_norm(name),
+                                **law).assign(study=name))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -58,6 +58,7 @@ from .check import (
     AMOS,
     ANY,
     EVERY,
+    FAILS,
     NO_DATA,
     TAY,
     XU,
@@ -66,6 +67,8 @@ from .check import (
     Scope,
     combine,
     reference_arch,
+    refuted_at,
+    refuting_tests,
 )
 
 __all__ = ["CLAIMS", "Claim", "Evidence", "evaluate", "write_claims", "write_report"]
@@ -75,10 +78,11 @@ REFERENCE = reference_arch()  # the vanilla transformer (architectures.py)
 UNVERIFIED = "location in the paper unverified"
 ALPHA_RULE = (
     "the log-log exponent of each architecture's runs (x: the fits' axis, training "
-    "compute by default), and the difference of two exponents with the t interval of the "
-    "residual bootstrap (analysis/stats.py): runs redrawn, or sizes where a size's runs "
-    "share one pretraining or the power law's lack of fit is rejected (then sizes - 2 "
-    "degrees of freedom), paired where the two redraw the same units"
+    "compute by default): the log-log chord over the sizes run, a local slope where the "
+    "power law's lack of fit is rejected; the difference of two exponents with the t "
+    "interval of the residual bootstrap (analysis/stats.py): runs redrawn, or sizes where "
+    "a size's runs share one pretraining (then sizes - 2 degrees of freedom), paired where "
+    "the two redraw the same units"
 )
 BUDGETED_CLAIMS = ("only budgeted runs (grid.budgets): this claim compares sizes, and each "
                    "size ran at several budgets; the frontier claims read them")
@@ -102,6 +106,9 @@ class Claim:
     params: dict = field(default_factory=dict)
     combine: str = EVERY
     on_budgets: bool = False  # it reads budgeted runs (grid.budgets); others leave them out
+    # The paper's premise the rule checks before judging the claim (where not
+    # shown: undecided), or "none".
+    premise: str = "none"
 
     def scopes(self, study: Evidence) -> list[Scope]:
         if not self.on_budgets and is_budgeted(study.runs):
@@ -112,10 +119,52 @@ class Claim:
         return self.check(study, **self.params)
 
     def checks(self, study: Evidence) -> list[Check]:
-        scopes = self.scopes(study)
+        """Every scope's row, its verdict and the claim's. A claim that holds only
+        where every scope holds does not hold where any one of its tests (every
+        condition of every scope: `check.Verdict`) lies on the wrong side, so
+        with m such tests a true claim would be refuted up to m times as often
+        as by one: each refutation is judged at the study's one-sided level
+        divided by m (Bonferroni); holding keeps the study's level (an
+        intersection-union test needs none)."""
+        scopes, m = self.judged(self.scopes(study), study.ci)
         verdict = combine([s.verdict for s in scopes], self.combine)
+        refutation = refutation_text(self.combine, m, (1 - study.ci) / 2)
         return [Check(self.text, self.source, self.rule, s.scope, s.measurement, s.verdict,
-                      verdict, self.combine) for s in scopes]
+                      verdict, self.combine, self.premise, refutation) for s in scopes]
+
+    def judged(self, scopes: list[Scope], ci: float) -> tuple[list[Scope], int]:
+        """The scopes with each refutation judged at the corrected level, and the
+        number m of tests that could refute the claim (`checks`)."""
+        m = sum(refuting_tests(s.verdict) for s in scopes) if self.combine == EVERY else 1
+        if m > 1:
+            scopes = [_corrected(s, (1 - ci) / 2 / m, m) for s in scopes]
+        return scopes, m
+
+
+def _corrected(scope: Scope, level: float, m: int) -> Scope:
+    """The scope with a refutation judged at one-sided `level` (one of `m` tests)."""
+    if scope.verdict != FAILS:
+        return scope
+    verdict = refuted_at(scope.verdict, level)
+    if verdict == FAILS:
+        return scope
+    return Scope(scope.scope, f"{scope.measurement}; on the wrong side at the uncorrected "
+                              f"level only (a refutation asks one-sided {level:.2g}: "
+                              f"Bonferroni over the claim's {m} tests)", verdict)
+
+
+def refutation_text(how: str, m: int, level: float) -> str:
+    """The level claims.md says a refutation was judged at."""
+    if how != EVERY:
+        return ("each scope at the study's level; the claim does not hold only where no "
+                "scope holds or is undecided")
+    if m <= 1:
+        return (f"a refutation is one test's interval on the wrong side at the study's "
+                f"one-sided level {level:g}" if m else "no test here could refute it")
+    return (f"does not hold only where one of its {m} tests (every condition of every scope) "
+            f"lies on the wrong side at one-sided {level / m:.2g}, the study's {level:g} "
+            f"over {m} (Bonferroni): a true claim is then refuted at most about as often "
+            "as by a single test")
 
 
 C = Claim
@@ -141,14 +190,19 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "between Transformers and state space models'; vanilla Transformers match S4 on Long "
       "Range Arena when pretrained); section: the authors' README lays out LRA pretraining "
       "and finetuning as sections 3.1-3.5, the table's number unverified",
-      f"per task, gap = s4 minus transformer, {ACCURACY_RULE}. Needs finished runs of s4 "
-      "and transformer under random and spt (else not enough data, naming them). Premise: "
-      "the gap under random init lies above 0 (a gap to close; where it is not shown the "
-      "claim is undecided, not refuted). Then holds when SPT closes most of it: the "
-      "interval of half the random gap minus the spt gap above 0; does not hold when it "
-      "lies below 0; the measurement says how much of the gap closes",
+      f"per task, gap = s4 minus transformer, {ACCURACY_RULE}; each size's own value "
+      "printed beside the mean. Needs finished runs of s4 and transformer under random and "
+      "spt (else not enough data, naming them). The closure (random gap minus spt gap) is "
+      "split into the transformer's gain under spt and s4's loss. Holds when SPT closes most "
+      "of the gap by lifting the transformer: (a) half the random gap minus the spt gap and "
+      "(b) the transformer's gain minus half the random gap both lie above 0; does not hold "
+      "when either lies below 0 (then the measurement says what happened: no closure, or a "
+      "closure through s4 doing worse); against scratch_matched too where the grid has it",
       amos.gap_closes,
-      {"first": "s4", "second": "transformer", "treatment": "spt", "control": "random"}),
+      {"first": "s4", "second": "transformer", "treatment": "spt", "control": "random",
+       "matched": "scratch_matched"},
+      premise="from scratch (random init) S4 is ahead of the transformer: the gap under "
+              "random lies above 0 (where not shown: undecided)"),
     C("spt_beats_matched",
       "SPT beats the compute-matched control",
       "this project's own control of SPT's extra compute (scratch_matched: random init "
@@ -164,15 +218,20 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "layers trained); LayerNorm-free, without warm-up: the method's own sections, "
       "unverified",
       "per task, on the transformer (the architecture the paper trains), at the deepest "
-      "depth with both dtfixup runs and LayerNorm-free runs of the standard initialisation "
-      "(prior random_noln, or random with train.norm: none). Premise: the standard recipe "
-      "fails there: half its runs or more diverged or failed, or its accuracy lies below "
-      f"the same stack with LayerNorm (random), {ACCURACY_RULE}, below 0; where not shown "
-      "the claim is undecided. Then does not hold if a dtfixup run diverged or failed; "
-      "holds if every dtfixup run finished and every standard run diverged or failed; "
-      "otherwise dtfixup minus standard above 0 (below 0: does not hold)",
+      "depth of at least 24 blocks with both dtfixup runs and LayerNorm-free runs of the "
+      "standard initialisation (prior random_noln, or random with train.norm: none); none "
+      "so deep: not enough data. The floor: chance (one over the task's classes) + 0.05. "
+      "Premise first (where not shown: undecided). Then DT-Fixup trains there: does not "
+      "hold if a dtfixup run diverged or failed or its mean accuracy's interval (t, over "
+      "its runs) lies below the floor; holds if every dtfixup run finished and that "
+      "interval lies above the floor",
       xu.trains_deep, {"treatment": "dtfixup", "standard": ("random_noln", "random"),
-                       "normed": "random", "archs": (REFERENCE,)}),
+                       "archs": (REFERENCE,), "min_depth": 24, "over_chance": 0.05},
+      premise="Xu et al.'s: the standard recipe fails at the depth judged, which is deep (24 "
+              "blocks or more: the paper trains 24 layers from scratch): half or more of "
+              "its runs diverged or failed, or it fails to train (its mean accuracy's "
+              "interval lies below the floor, chance + 0.05). Less accurate than the same "
+              "stack with LayerNorm is not failing"),
     C("switch_transfers_best",
       "Switch has the highest alpha_U,D",
       f"{TAY}; {UNVERIFIED} (recalled from its comparison of downstream against upstream "
@@ -217,7 +276,8 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       f"variant - 0.75 x {REFERENCE} and 1.25 x {REFERENCE} - variant lie above 0; does "
       "not hold when one lies below 0; otherwise undecided",
       tay.scale_like_reference,
-      {"archs": ("glu", "mos"), "reference": REFERENCE, "prior": "upstream", "margin": 0.25}),
+      {"archs": ("glu", "mos"), "reference": REFERENCE, "prior": "upstream", "margin": 0.25},
+      premise=f"{REFERENCE} scales here: its exponent lies above 0 (else undecided)"),
     C("flat_or_negative_downstream",
       "Mixer, Performer and ALBERT scale flat or negatively downstream",
       f"{TAY}; {UNVERIFIED} (recalled from its summary of findings and downstream results)",
@@ -227,7 +287,9 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "architecture above 0 (holds); below 0 does not hold; otherwise undecided",
       tay.flat_or_negative,
       {"archs": ("mixer", "performer", "albert"), "reference": REFERENCE, "prior": "upstream",
-       "margin": 0.25}),
+       "margin": 0.25},
+      premise=f"{REFERENCE} scales downstream here: its alpha_D lies above 0 (else "
+              "undecided)"),
     C("spt_beats_random_every_size",
       "SPT beats random init at every model size",
       f"{AMOS}; {UNVERIFIED} (the abstract reports gains across architectures, not "
@@ -243,14 +305,18 @@ CLAIMS: Registry[Claim] = Registry("claim", [
       "the presence of data-driven initialization obtained through pretraining'); section "
       "unverified. Its unstructured model is the diagonal linear RNN of the authors' "
       "repository (configs/model/layer/dlr.yaml): `dlr` here",
-      f"per task, gap = s4 (S4D-Lin) minus dlr (unstructured), {ACCURACY_RULE}. Needs "
-      "finished runs of s4 and dlr under random and spt (else not enough data). Premise: "
-      "the gap under random init above 0 (structure helps from scratch; else undecided). "
-      "Then holds when SPT makes it mostly redundant: the interval of half the random gap "
-      "minus the spt gap above 0; below 0 does not hold; the measurement says how much of "
-      "the gap closes",
+      f"per task, gap = s4 (S4D-Lin) minus dlr (unstructured), {ACCURACY_RULE}; each "
+      "size's own value printed beside the mean. Needs finished runs of s4 and dlr under "
+      "random and spt (else not enough data). The closure is split into dlr's gain under "
+      "spt and s4's loss. Holds when SPT makes the structure mostly redundant by lifting "
+      "the unstructured model: (a) half the random gap minus the spt gap and (b) dlr's "
+      "gain minus half the random gap both lie above 0; below 0 does not hold (the "
+      "measurement then says what happened)",
       amos.gap_closes,
-      {"first": "s4", "second": "dlr", "treatment": "spt", "control": "random"}),
+      {"first": "s4", "second": "dlr", "treatment": "spt", "control": "random",
+       "matched": "scratch_matched"},
+      premise="structure helps from scratch: the gap s4 minus dlr under random lies above 0 "
+              "(where not shown: undecided)"),
     C("spt_works_with_both_objectives",
       "SPT works with both denoising objectives",
       "the authors' repository README (IdoAmos/not-from-scratch, 'Section 3.1-3.5: "

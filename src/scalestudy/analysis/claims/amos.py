@@ -17,6 +17,7 @@ from .check import (
     HOLDS,
     NO_DATA,
     PREMISE_NOT_SHOWN,
+    UNDECIDED,
     Evidence,
     Scope,
     above,
@@ -24,6 +25,7 @@ from .check import (
     by_task_arch,
     finished,
     given,
+    shown,
     stat_text,
     stats_text,
 )
@@ -41,14 +43,20 @@ def _missing(runs: pd.DataFrame, cells: list[tuple[str, str]]) -> list[str]:
 
 
 def gap_closes(study: Evidence, *, first: str, second: str, treatment: str,
-               control: str) -> list[Scope]:
-    """Per task: gap = `first` minus `second` accuracy (mean over shared sizes)
-    under the control prior and under the treatment. Needs runs of all four
-    cells (else not enough data, naming them); the premise is a gap to close
-    (the control's gap above 0: where it is not shown the claim is undecided,
-    not refuted); then it holds when the treatment closes most of it:
-    gap(treatment) below half of gap(control), i.e. the interval of
-    gap(control) / 2 - gap(treatment) above 0."""
+               control: str, matched: str | None = None) -> list[Scope]:
+    """Per task: gap = `first` minus `second` accuracy (mean over shared sizes,
+    each size's own printed) under the control prior and under the treatment.
+    Needs runs of all four cells (else not enough data, naming them). Premise: a
+    gap to close (the control's gap above 0; where not shown the claim is
+    undecided, not refuted). The closure, gap(control) - gap(treatment), is
+    the weaker one's (`second`'s) gain under the treatment plus the stronger
+    one's (`first`'s) loss; the claim, as Amos et al. mean it, is that the
+    treatment closes most of the gap by lifting the weaker one: it holds when
+    both (a) the gap under the treatment lies below half the control's (half
+    gap(control) - gap(treatment) above 0) and (b) the weaker one's gain alone
+    closes more than half of it (gain - half gap(control) above 0); it does not
+    hold when either lies below 0. With `matched` (a compute-matched control)
+    in the grid, the two architectures' changes against it are printed too."""
     runs_t = task_runs(study.runs)
     out = []
     for task in sorted(runs_t["task"].unique()):
@@ -58,25 +66,98 @@ def gap_closes(study: Evidence, *, first: str, second: str, treatment: str,
         if missing:
             out.append(Scope(task, f"no finished runs of {', '.join(missing)}", NO_DATA))
             continue
-        gap_c = contrast(r, _cells({(first, control): 1, (second, control): -1}), **study.boot)
-        gap_t = contrast(r, _cells({(first, treatment): 1, (second, treatment): -1}),
-                         **study.boot)
-        most = contrast(r, _cells({(first, control): 0.5, (second, control): -0.5,
-                                   (first, treatment): -1, (second, treatment): 1}),
-                        **study.boot)
+
+        def c(weights, r=r):
+            return contrast(r, _cells(weights), **study.boot)
+
+        gap_c = c({(first, control): 1, (second, control): -1})
+        gap_t = c({(first, treatment): 1, (second, treatment): -1})
+        closed = c({(first, control): 1, (second, control): -1, (first, treatment): -1,
+                    (second, treatment): 1})
+        gain = c({(second, treatment): 1, (second, control): -1})
+        loss = c({(first, control): 1, (first, treatment): -1})
+        most = c({(first, control): 0.5, (second, control): -0.5, (first, treatment): -1,
+                  (second, treatment): 1})
+        by_gain = c({(second, treatment): 1, (second, control): -0.5, (first, control): -0.5})
         parts = [stat_text(gap_c, f"gap under {control}"),
-                 stat_text(gap_t, f"gap under {treatment}")]
-        if np.isfinite(gap_c["estimate"]) and np.isfinite(gap_t["estimate"]):
-            closed = gap_c["estimate"] - gap_t["estimate"]
-            share = (f" ({closed / gap_c['estimate']:.0%} of the {control} gap)"
-                     if gap_c["estimate"] > 0 else "")
-            parts.append(f"closed by {closed:.3f}{share}")
-        parts.append(stat_text(most, f"half the {control} gap minus the {treatment} gap"))
-        premise = above(gap_c)
-        if premise not in (HOLDS, NO_DATA):
+                 stat_text(gap_t, f"gap under {treatment}"),
+                 stat_text(closed, "closed") + _share(closed, gap_c, f"of the {control} gap"),
+                 stat_text(gain, f"of which {second}'s gain under {treatment}")
+                 + _share(gain, closed, "of the closure"),
+                 stat_text(loss, f"and {first}'s loss") + _share(loss, closed, "of the closure"),
+                 stat_text(most, f"(a) half the {control} gap minus the {treatment} gap"),
+                 stat_text(by_gain, f"(b) {second}'s gain minus half the {control} gap")]
+        if matched and not _missing(r, [(first, matched), (second, matched)]):
+            parts += [stat_text(c({(second, treatment): 1, (second, matched): -1}),
+                                f"against {matched}: {second}'s gain"),
+                      stat_text(c({(first, treatment): 1, (first, matched): -1}),
+                                f"{first}'s change")]
+        if len(gap_c.get("per_size") or {}) > 1:
+            parts.append(_each_size(most, by_gain, gain, loss, gap_t, first, second,
+                                    treatment))
+        premise = shown(above(gap_c))
+        if premise == UNDECIDED:
             parts.append(f"{PREMISE_NOT_SHOWN}: the gap under {control} is not shown above 0")
-        out.append(Scope(task, "; ".join(parts), given(premise, above(most))))
+        verdict = given(premise, all_of(above(most), above(by_gain)))
+        if premise == HOLDS and verdict != HOLDS:
+            parts.append(_what_happened(gap_t, gain, loss, closed, first, second, treatment))
+        out.append(Scope(task, "; ".join(parts), verdict))
     return out or [Scope("all", "no task runs", NO_DATA)]
+
+
+def _share(part: dict, whole: dict, of: str) -> str:
+    """' (28% of the closure)' where both are estimated and the whole is shown
+    positive (its interval above 0: a share of nothing is no share)."""
+    if not (np.isfinite(part["estimate"]) and np.isfinite(whole["estimate"])
+            and whole["estimate"] > 0 and not whole["low"] <= 0):
+        return ""
+    return f" ({part['estimate'] / whole['estimate']:.0%} {of})"
+
+
+def _each_size(most: dict, by_gain: dict, gain: dict, loss: dict, gap_t: dict, first: str,
+               second: str, treatment: str) -> str:
+    """What each size shows (the verdict is the mean over sizes'): the gap closing
+    by the weaker one's gain ((a) and (b) above 0 at that size), closing through
+    the stronger one's loss ((a) above 0, the loss above 0 and larger than the
+    gain), reversing under the treatment, or nothing shown."""
+    said = []
+    for size in most["per_size"]:
+        a, b = most["per_size"][size], by_gain["per_size"][size]
+        g, lost, t = gain["per_size"][size], loss["per_size"][size], gap_t["per_size"][size]
+        if a["low"] > 0 and b["low"] > 0:
+            what = f"closes most of the gap by {second}'s gain"
+        elif a["low"] > 0 and lost["low"] > 0 and lost["estimate"] >= g["estimate"]:
+            what = f"closes it through {first}'s loss"
+        elif a["low"] > 0:
+            what = f"closes most of it, {second}'s share not shown"
+        else:
+            what = "most of the gap closing not shown"
+        if t["high"] < 0:
+            what += f", the gap reversed ({first} behind under {treatment})"
+        said.append(f"{size}: {what}")
+    return "at each size: " + "; ".join(said)
+
+
+def _what_happened(gap_t: dict, gain: dict, loss: dict, closed: dict, first: str,
+                   second: str, treatment: str) -> str:
+    """What the treatment did where the claim does not hold: the gap did not close,
+    or it closed through the stronger one's loss, or it reversed at some size."""
+    said = []
+    if not closed["low"] > 0:
+        said.append(f"{treatment} is not shown to narrow the gap")
+        if gain["high"] < 0:
+            said.append(f"{second} does worse under {treatment}")
+    elif loss["estimate"] >= gain["estimate"]:
+        said.append(f"the gap narrows mostly because {first} does worse under {treatment}, "
+                    f"not because {second} does better")
+    else:
+        said.append(f"{second} gains under {treatment}, but not shown to close most of the gap")
+    reversed_ = [size for size, v in (gap_t.get("per_size") or {}).items()
+                 if v["high"] < 0]
+    if reversed_:
+        said.append(f"under {treatment} the gap reverses at {', '.join(reversed_)} "
+                    f"({first} behind)")
+    return "what happened: " + "; ".join(said)
 
 
 def beats_control(study: Evidence, *, treatment: str, control: str) -> list[Scope]:

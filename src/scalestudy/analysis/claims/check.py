@@ -1,6 +1,7 @@
-"""A claim's verdicts: the result it yields per scope, how the scopes' verdicts
-make the claim's own, the study a claim reads, and the text helpers that turn
-measurements into claims.md's cells.
+"""A claim's verdicts: the result it yields per scope (a `Verdict`, which knows
+the tests that could refute it), how the scopes' verdicts make the claim's own,
+the study a claim reads, and the text helpers that turn measurements into
+claims.md's cells (each size's value beside a mean over sizes).
 """
 
 from __future__ import annotations
@@ -41,13 +42,46 @@ COMBINE_RULES = {
 }
 
 
+class Verdict(str):
+    """A scope's verdict (one of VERDICTS, compared as the string) that knows the
+    tests whose failure alone would refute it (`tests`: each statistical
+    condition judged by `above` or `below`, combined by `all_of`) and how it
+    reads when each of them must be on the wrong side at a stricter one-sided
+    level (`at(level)`). A claim that combines its scopes by EVERY makes
+    `refuting_tests` tests in all: where they are several, "does not hold"
+    asks that one of them be on the wrong side at the study's one-sided level
+    divided by their number (Bonferroni, `Claim.checks`), so that a true claim
+    is refuted at most about as often as one test would wrongly refute it."""
+
+    tests: int
+    _at: Any
+
+    def __new__(cls, value: str, tests: int = 0, at=None):
+        verdict = super().__new__(cls, value)
+        verdict.tests, verdict._at = tests, at
+        return verdict
+
+    def at(self, level: float) -> str:
+        """This verdict with every test judged at one-sided `level` for a refutation
+        (holding needs the study's level as before)."""
+        return self if self._at is None or self != FAILS else self._at(level)
+
+
+def refuting_tests(verdict: str) -> int:
+    return verdict.tests if isinstance(verdict, Verdict) else 0
+
+
+def refuted_at(verdict: str, level: float) -> str:
+    return verdict.at(level) if isinstance(verdict, Verdict) else verdict
+
+
 @dataclass(frozen=True)
 class Scope:
     """One claim measured and decided on one scope (a task, an architecture...)."""
 
     scope: str
-    measurement: str  # our number(s) with interval(s)
-    verdict: str  # one of VERDICTS
+    measurement: str  # our number(s) with interval(s), per size where they combine sizes
+    verdict: str  # one of VERDICTS (a Verdict where a test could refute it)
 
 
 @dataclass(frozen=True)
@@ -64,9 +98,11 @@ class Check:
     verdict: str
     claim_verdict: str
     combine: str
+    premise: str = ""  # the paper's premise the rule checks first, or "none"
+    refutation: str = ""  # the level a refutation is judged at (Claim.checks)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {k: str(v) if isinstance(v, Verdict) else v for k, v in asdict(self).items()}
 
 
 def combine(verdicts: list[str], how: str) -> str:
@@ -132,14 +168,27 @@ def fmt(est: float, low: float, high: float) -> str:
     return f"{est:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def per_size_text(d: dict) -> str:
+    """' (per size: xxs 0.158 [0.047, 0.269], xs ...)' of a statistic that
+    combines sizes (`per_size`: size -> its own statistic), '' otherwise."""
+    per = d.get("per_size") or {}
+    if len(per) < 2:
+        return ""
+    return " (per size: " + ", ".join(
+        f"{size} {fmt(v['estimate'], v['low'], v['high'])}" for size, v in per.items()) + ")"
+
+
 def stat_text(d: dict, what: str) -> str:
     """`what = estimate [low, high]` of a statistic dict (estimate, low, high,
-    status, optionally sizes), with its status when it is not ok."""
+    status, optionally sizes and per_size), with its status when it is not ok:
+    a statistic averaged over sizes gives each size's own value, a fit the
+    sizes it was fitted over."""
     if np.isnan(d["estimate"]):
         return f"{what}: n/a ({d['status']})"
     text = f"{what} = {fmt(d['estimate'], d['low'], d['high'])}"
     if d.get("sizes"):
         text += " over sizes " + ", ".join(d["sizes"])
+    text += per_size_text(d)
     return text if d["status"] == "ok" else f"{text}; {d['status']}"
 
 
@@ -151,9 +200,13 @@ def stats_text(items: list[tuple[dict, str]]) -> str:
         if np.isnan(d["estimate"]):
             parts.append(f"{what}: n/a")
         else:
-            parts.append(f"{what} = {fmt(d['estimate'], d['low'], d['high'])}")
+            parts.append(f"{what} = {fmt(d['estimate'], d['low'], d['high'])}"
+                         + per_size_text(d))
         if d["status"] != "ok" and d["status"] not in notes:
             notes.append(d["status"])
+    spans = {tuple(d["sizes"]) for d, _ in items if d.get("sizes")}
+    if len(spans) == 1 and not any(d.get("per_size") for d, _ in items):
+        notes.insert(0, "fitted over sizes " + ", ".join(spans.pop()))
     return "; ".join(parts + notes)
 
 
@@ -162,28 +215,64 @@ def ok(d: dict) -> bool:
     return d["status"] == "ok" and np.isfinite(d["low"]) and np.isfinite(d["high"])
 
 
-def above(d: dict, bound: float = 0.0) -> str:
+def interval_at(d: dict, level: float) -> tuple[float, float]:
+    """The statistic's interval with `level` in each tail (its own: (1 - ci) / 2),
+    from its t interval (estimate +- t_df se: `df`, and the se its interval
+    implies at `ci`); its own interval where it has no df."""
+    from scipy.stats import t
+
+    df = d.get("df", np.nan)
+    if not (np.isfinite(df) and df > 0 and "ci" in d):
+        return d["low"], d["high"]
+    half = (d["high"] - d["low"]) / 2
+    se = half / float(t.ppf((1 + d["ci"]) / 2, df))
+    wide = float(t.ppf(1 - level, df)) * se
+    mid = (d["high"] + d["low"]) / 2
+    return mid - wide, mid + wide
+
+
+def _side(d: dict, bound: float, sign: int, level: float | None) -> str:
+    if not ok(d):
+        return NO_DATA
+    low, high = (d["low"], d["high"]) if level is None else interval_at(d, level)
+    lo_h, hi_h = d["low"], d["high"]  # holding is judged at the study's level
+    if sign > 0:
+        return HOLDS if lo_h > bound else FAILS if high < bound else UNDECIDED
+    return HOLDS if hi_h < bound else FAILS if low > bound else UNDECIDED
+
+
+def above(d: dict, bound: float = 0.0) -> Verdict:
     """HOLDS when the statistic's interval lies above `bound`, FAILS when it lies
-    below, UNDECIDED when it straddles it, NO_DATA without an interval."""
-    if not ok(d):
-        return NO_DATA
-    return HOLDS if d["low"] > bound else FAILS if d["high"] < bound else UNDECIDED
+    below, UNDECIDED when it straddles it, NO_DATA without an interval: one test
+    that can refute (Verdict)."""
+    verdict = _side(d, bound, 1, None)
+    return Verdict(verdict, 1 if ok(d) else 0, lambda level: _side(d, bound, 1, level))
 
 
-def below(d: dict, bound: float = 0.0) -> str:
+def below(d: dict, bound: float = 0.0) -> Verdict:
     """`above` mirrored: HOLDS when the interval lies below `bound`."""
-    if not ok(d):
-        return NO_DATA
-    return HOLDS if d["high"] < bound else FAILS if d["low"] > bound else UNDECIDED
+    verdict = _side(d, bound, -1, None)
+    return Verdict(verdict, 1 if ok(d) else 0, lambda level: _side(d, bound, -1, level))
 
 
-def all_of(*verdicts: str) -> str:
-    """Conditions that must all hold: any failing gives FAILS; else any without
-    data NO_DATA; else any undecided UNDECIDED."""
+def shown(verdict: str) -> str:
+    """A premise's verdict: HOLDS where shown, NO_DATA without data, else
+    UNDECIDED (a premise never refutes, so it is no test that refutes)."""
+    return verdict if verdict in (HOLDS, NO_DATA) else UNDECIDED
+
+
+def _all_of(verdicts) -> str:
     for verdict in (FAILS, NO_DATA, UNDECIDED):
         if verdict in verdicts:
             return verdict
     return HOLDS
+
+
+def all_of(*verdicts: str) -> Verdict:
+    """Conditions that must all hold: any failing gives FAILS; else any without
+    data NO_DATA; else any undecided UNDECIDED. Its tests are theirs."""
+    return Verdict(_all_of(verdicts), sum(refuting_tests(v) for v in verdicts),
+                   lambda level: _all_of([refuted_at(v, level) for v in verdicts]))
 
 
 PREMISE_NOT_SHOWN = "premise not shown"
@@ -192,7 +281,8 @@ PREMISE_NOT_SHOWN = "premise not shown"
 def given(premise: str, verdict: str) -> str:
     """A claim's verdict when it is judged only where its premise holds: a
     premise without data leaves not enough data, a premise not shown (or shown
-    false) leaves the claim undecided, never refuted by it."""
+    false) leaves the claim undecided, never refuted by it (and none of its
+    tests counts as a test that refutes)."""
     if premise == NO_DATA:
         return NO_DATA
     return verdict if premise == HOLDS else UNDECIDED

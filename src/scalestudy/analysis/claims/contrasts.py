@@ -48,6 +48,7 @@ def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = ClaimsOptions
     from scipy.stats import t
 
     est = float(sum(c * x.mean() for x, c, _ in groups))
+    ci_ = {"ci": ci}
     cells: dict[str, list] = {}
     for x, c, cell in groups:
         cells.setdefault(cell, []).append((x, c))
@@ -55,15 +56,15 @@ def welch(groups: list[tuple[np.ndarray, float, str]], ci: float = ClaimsOptions
     for members in cells.values():
         df = sum(x.size - 1 for x, _ in members)
         if df < 1:
-            return _result(est, status="no interval: a single run in some compared cell")
+            return _result(est, status="no interval: a single run in some compared cell", **ci_)
         var = sum((x.size - 1) * x.var(ddof=1) for x, _ in members if x.size > 1) / df
         parts.append((sum(c * c * var / x.size for x, c in members), df))
     se2 = sum(v for v, _ in parts)
     if se2 == 0:
-        return _result(est, est, est, df=np.inf)
+        return _result(est, est, est, df=np.inf, **ci_)
     df = se2**2 / sum(v * v / k for v, k in parts)
     half = float(t.ppf((1 + ci) / 2, df)) * np.sqrt(se2)
-    return _result(est, est - half, est + half, df=df)
+    return _result(est, est - half, est + half, df=df, **ci_)
 
 
 def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *,
@@ -91,7 +92,11 @@ def contrast(runs: pd.DataFrame, cells: dict[str, tuple[dict, float]], *,
                        sizes=[])
     groups = [(per_cell[k][s], w / len(sizes), k) for k, (_, w) in cells.items()
               for s in sizes]
-    return {**welch(groups, ci), "sizes": sizes}
+    # Each size's own weighted sum, its interval from that size's runs alone: what
+    # the mean over sizes is made of (claims.md prints it beside the mean).
+    per_size = {s: welch([(per_cell[k][s], w, k) for k, (_, w) in cells.items()], ci)
+                for s in sizes} if len(sizes) > 1 else {}
+    return {**welch(groups, ci), "sizes": sizes, "per_size": per_size}
 
 
 def mean_difference(a, b, *, ci: float = ClaimsOptions.ci, **_) -> dict:
@@ -99,7 +104,7 @@ def mean_difference(a, b, *, ci: float = ClaimsOptions.ci, **_) -> dict:
     interval (two runs needed in each)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
-        return _result(status="a compared group has no finished run", sizes=[])
+        return _result(status="a compared group has no finished run", sizes=[], ci=ci)
     return {**welch([(a, 1.0, "a"), (b, -1.0, "b")], ci), "sizes": []}
 
 
@@ -163,7 +168,14 @@ def alpha(pts: pd.DataFrame, law: Law, name: str, *, n_boot: int = ClaimsOptions
         pts["x"].to_numpy(), pts["y"].to_numpy(), pts["size"].to_numpy(), n_boot=n_boot,
         ci=ci, seed=seed, size_noise=shares_pretraining(pts))
     why = "no interval: n_boot = 0" if n_boot <= 0 else None
-    return _result(fit.alpha, fit.alpha_low, fit.alpha_high, status=why or "ok")
+    return _result(fit.alpha, fit.alpha_low, fit.alpha_high, status=why or "ok",
+                   df=fit.interval_df, ci=ci, sizes=_sizes(pts))
+
+
+def _sizes(*cells: pd.DataFrame) -> list[str]:
+    """The sizes a fit of the cells spans (smallest first by x), for claims.md."""
+    pts = pd.concat(cells)
+    return list(pts.groupby("size")["x"].median().sort_values().index)
 
 
 def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[str, str], *,
@@ -194,7 +206,7 @@ def alpha_difference(pa: pd.DataFrame, pb: pd.DataFrame, law: Law, names: tuple[
     df = (min(la.df, lb.df) if paired
           else welch_df([wa * wa * sa.var(ddof=1), wb * wb * sb.var(ddof=1)], [la.df, lb.df]))
     low, high = t_interval(est, law.sign * (wa * sa + wb * sb), df, ci)
-    return _result(est, low, high, paired=paired, df=df)
+    return _result(est, low, high, paired=paired, df=df, ci=ci, sizes=_sizes(pa, pb))
 
 
 # --------------------------------------------------------------------------- rankings

@@ -93,7 +93,9 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = ClaimsOpt
            "hold** (evidence against it: its interval on the wrong side), **undecided** (the "
            "interval straddles the bound, or the claim's premise is not shown), **not enough "
            "data** (runs the rule needs are missing, named). Its scopes make its own verdict "
-           "by the rule given with it. docs/analysis.md explains each measurement.", "",
+           "by the rule given with it. Each claim prints its premise, its rule and the "
+           "quantities it was decided on, each size's own beside a mean over sizes. "
+           "docs/analysis.md explains each measurement and the rules' error rates.", "",
            "## Summary", ""]
     counts = (checks.groupby("claim", sort=False)["verdict"].value_counts().unstack()
               .reindex(columns=list(VERDICTS)).fillna(0).astype(int))
@@ -106,9 +108,13 @@ def claims_markdown(checks: pd.DataFrame, study: str = "", ci: float = ClaimsOpt
     out += runs_markdown(runs) if runs is not None else []
     for claim, g in checks.groupby("claim", sort=False):
         how = g["combine"].iloc[0]
+        premise = g["premise"].iloc[0] if "premise" in g else ""
+        refutation = g["refutation"].iloc[0] if "refutation" in g else ""
         out += [f"## {claim}", "", f"- Where the paper states it: {g['source'].iloc[0]}",
+                f"- Premise: {premise or 'none'}",
                 f"- Decision rule: {g['rule'].iloc[0]}",
-                f"- Verdict: **{g['claim_verdict'].iloc[0]}**; {COMBINE_RULES[how]}", ""]
+                f"- Verdict: **{g['claim_verdict'].iloc[0]}**; {COMBINE_RULES[how]}"
+                + (f"; {refutation}" if refutation else ""), ""]
         table = g[["scope", "measurement", "verdict"]].rename(columns={
             "measurement": "our measurement"})
         out += [markdown(table), ""]

@@ -25,6 +25,7 @@ from .check import (
     finished,
     given,
     ok,
+    shown,
     stat_text,
     stats_text,
 )
@@ -217,7 +218,7 @@ def _reference_scales(study: Evidence, cells, law: Law, reference: str) -> tuple
     """The premise of a claim relative to the reference's exponent: that
     exponent's interval lies above 0 (it scales here)."""
     ref = alpha(cells[reference], law, reference, **study.boot)
-    return ref, above(ref)
+    return ref, shown(above(ref))
 
 
 def scale_like_reference(study: Evidence, *, archs: tuple[str, ...], reference: str,

@@ -140,7 +140,8 @@ def place_texts(axes) -> None:
 
 def fmt_short(row, symbol: str) -> str:
     """'αD = 0.050 [0.030, 0.070]', marked where the lack-of-fit test rejects the
-    power law (its interval then rests on the sizes: stats.py)."""
+    power law (the exponent is then the local log-log slope over the sizes run:
+    stats.py)."""
     if row["status"] != "ok":
         return f"{symbol}: {row['status']}"
     text = f"{symbol} = {row['alpha']:.3f}"
@@ -148,7 +149,7 @@ def fmt_short(row, symbol: str) -> str:
         text += f" [{row['alpha_low']:.3f}, {row['alpha_high']:.3f}]"
     p = row.get("lack_of_fit_p", np.nan)
     if p < LACK_OF_FIT_LEVEL:
-        text += f"\nno power law: lack of fit p = {p:.2g}"
+        text += f"\nlocal slope, no power law: lack of fit p = {p:.2g}"
     return text
 
 
