@@ -1,0 +1,225 @@
+"""One group's chain as a method fits it: the ladder's two tables (step 1's
+points and step 2's), the method (`Method`: the loss law's form, the task
+loss's path, the metric's link), and the fitted chain (`Chain`), whose
+`predict` draws every quantity of a run at given (N, D) with one bootstrap
+replicate feeding the next step's (the replicates of every step fitted on one
+resample of runs, resampling.py).
+
+The quantities: `loss`, the table's loss, by L(N, D) (loss.py); with a task
+loss (`--task-loss COLUMN`), `task`, either by an L(N, D) of its own
+("direct") or from the loss by loss-to-loss (loss_map.py); with a metric,
+`metric`, a sigmoid of the task loss where there is one, else of the loss
+(downstream.py). Each quantity's draws of one run are widened by its
+calibration's scale (calibration.py) about its point prediction: the log
+distance of a loss, the distance of a metric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from ..scaling import MIN_SIZES
+from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
+from .loss import LossLaw, fit_loss_law
+from .loss_map import LossMap, fit_loss_map
+from .options import FORMS, LINKS, PATHS
+from .resampling import run_weights
+
+
+@dataclass(frozen=True)
+class Method:
+    """How a chain is fitted: the loss laws' form (loss.FORMS), the task loss's
+    path (PATHS: its own L(N, D), or loss-to-loss from the loss) and the
+    metric's link (downstream.LINKS)."""
+
+    form: str = FORMS[0]
+    path: str = PATHS[0]
+    link: str = LINKS[0]
+
+    def label(self, task: bool, metric: bool) -> str:
+        """What the method is, naming only the choices the chain makes."""
+        parts = [self.form] + ([self.path] if task else []) + ([self.link] if metric else [])
+        return " / ".join(parts)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every fit of a group shares: the bootstrap, the fitter, the prior of
+    the e-prior form, the method (or its selection) and the calibration."""
+
+    n_boot: int
+    ci: float
+    n_polish: int | None
+    prior: tuple[float, float] | None = None
+    method: Method = Method()
+    select: bool = False
+    calibrate: bool = True
+    origins: int = 3
+
+
+@dataclass
+class Ladder:
+    """One group's runs as the chain reads them: `finals`, step 1's points (one
+    per run, where its schedule ended, or every checkpoint kept), and `points`,
+    step 2's (every checkpoint kept); each with params, tokens, loss, `_unit`
+    (its run), and `_task`, `_metric` where the chain has them."""
+
+    finals: pd.DataFrame
+    points: pd.DataFrame
+    task: bool = False
+    metric: bool = False
+
+    def sizes(self) -> np.ndarray:
+        return np.unique(self.finals["params"].to_numpy(dtype=float))
+
+    def below(self, size: float) -> Ladder:
+        """The ladder without its sizes at or above `size`."""
+        return replace(self, finals=self.finals[self.finals["params"] < size],
+                       points=self.points[self.points["params"] < size])
+
+    def at(self, size: float) -> pd.DataFrame:
+        """Step 1's points of size `size` (what a held-out size is judged on)."""
+        return self.finals[self.finals["params"] == size]
+
+
+def final_points(runs: pd.DataFrame, final_evals: int) -> pd.DataFrame:
+    """Each run's final point: its last row's N, D and compute, and the mean of
+    its last `final_evals` rows' loss, task loss and metric (a run's last
+    evaluations, as Bhagia et al. average the last five)."""
+    ordered = runs.sort_values(["_unit", "tokens"], kind="stable")
+    last = ordered.groupby("_unit", sort=False).tail(1).set_index("_unit")
+    tail = ordered.groupby("_unit", sort=False).tail(max(int(final_evals), 1))
+    for col in ("loss", "_task", "_metric"):
+        if col in tail:
+            last[col] = tail.groupby("_unit")[col].mean()
+    return last.reset_index()
+
+
+@dataclass
+class Drawn:
+    """One quantity's point prediction (m,) and its replicates' draws of one
+    run (k, m); `scale` the calibration's widening (applied in `draws`)."""
+
+    point: np.ndarray
+    raw: np.ndarray
+
+    def draws(self, scale: float, log: bool) -> np.ndarray:
+        if scale == 1.0 or not self.raw.size:
+            return self.raw
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            if log:
+                return self.point * (self.raw / self.point) ** scale
+            return np.clip(self.point + scale * (self.raw - self.point), 0.0, 1.0)
+
+
+@dataclass
+class Chain:
+    """A fitted chain: the loss law, the task loss's (its own law, `task_law`,
+    or the loss-to-loss map), the metric's mapping, and each quantity's
+    calibration scale."""
+
+    method: Method
+    law: LossLaw
+    resampling: str
+    task_law: LossLaw | None = None
+    loss_map: LossMap | None = None
+    mapping: MetricMap | None = None
+    scales: dict = field(default_factory=lambda: {"loss": 1.0, "task": 1.0, "metric": 1.0})
+
+    @property
+    def task(self) -> bool:
+        return self.task_law is not None or self.loss_map is not None
+
+    def task_status(self) -> str:
+        if self.task_law is not None:
+            return self.task_law.status
+        return self.loss_map.status if self.loss_map is not None else ""
+
+    def predict(self, N, D, rng: np.random.Generator) -> dict[str, Drawn | None]:
+        """Every quantity's point and draws at the targets (N, D), each step's
+        replicate feeding the next's; None where a step has no fit."""
+        N, D = np.asarray(N, dtype=float), np.asarray(D, dtype=float)
+        out = {"loss": None, "task": None, "metric": None}
+        if not self.law.ok:
+            return out
+        self.law.scale = self.scales["loss"]
+        point, _ = self.law.mean(N, D)
+        out["loss"] = Drawn(point, self.law.predictive(N, D, rng))
+        feed = out["loss"]
+        if self.task_law is not None:
+            if self.task_law.ok:
+                self.task_law.scale = self.scales["task"]
+                task_point, _ = self.task_law.mean(N, D)
+                out["task"] = Drawn(task_point, self.task_law.predictive(N, D, rng))
+            feed = out["task"]
+        elif self.loss_map is not None:
+            if self.loss_map.ok:
+                raw = self.loss_map.predictive(feed.raw, rng) if feed.raw.size else feed.raw
+                task = Drawn(self.loss_map.predict(feed.point), raw)
+                out["task"] = Drawn(task.point, task.draws(self.scales["task"], log=True))
+            feed = out["task"]
+        if self.mapping is not None and self.mapping.ok and feed is not None:
+            value = sigmoid(self.mapping.params, feed.point)
+            raw = (self.mapping.predictive(feed.raw, rng) if len(self.mapping.replicates)
+                   and feed.raw.size else np.empty((0, value.size)))
+            metric = Drawn(value, raw)
+            out["metric"] = Drawn(value, metric.draws(self.scales["metric"], log=False))
+        return out
+
+
+def _row_weights(ladder: Ladder, n_boot: int, rng) -> tuple[np.ndarray, np.ndarray, str]:
+    """The bootstrap's multiplicities of step 1's rows and of step 2's (a run's
+    rows in both tables drawn together), and how they were drawn."""
+    units = ladder.finals["_unit"].to_numpy().astype(str)
+    weights, how = run_weights(units, ladder.finals["params"].to_numpy(dtype=float), n_boot,
+                               rng)
+    if not len(weights):
+        return weights, np.empty((0, len(ladder.points))), how
+    names, first = np.unique(units, return_index=True)
+    per_unit = pd.DataFrame(weights[:, first].T, index=names)
+    points = per_unit.reindex(ladder.points["_unit"].astype(str)).fillna(0.0).to_numpy().T
+    return weights, points, how
+
+
+def fit_chain(ladder: Ladder, method: Method, settings: Settings,
+              rng: np.random.Generator, n_boot: int | None = None) -> Chain:
+    """The chain of `method` on `ladder`, with `n_boot` (default the settings')
+    bootstrap replicates."""
+    n_boot = settings.n_boot if n_boot is None else n_boot
+    finals, points = ladder.finals, ladder.points
+    w_finals, w_points, how = _row_weights(ladder, n_boot, rng)
+    N, D = (finals[c].to_numpy(dtype=float) for c in ("params", "tokens"))
+
+    def law_of(column: str) -> LossLaw:
+        return fit_loss_law(N, D, finals[column].to_numpy(dtype=float), w_finals,
+                            settings.ci, n_polish=settings.n_polish, form=method.form,
+                            prior=settings.prior)
+
+    chain = Chain(method, law_of("loss"), how)
+    feed_law, link_column = chain.law, "loss"
+    if ladder.task:
+        link_column = "_task"
+        if method.path == "direct":
+            chain.task_law = law_of("_task")
+            feed_law = chain.task_law
+        else:
+            chain.loss_map = (
+                fit_loss_map(points["loss"], points["_task"], chain.law.fit.E,
+                             np.exp(chain.law.replicates[:, 2]), w_points[chain.law.kept])
+                if chain.law.ok else LossMap("no fit: no loss law to map from"))
+    if ladder.metric:
+        if feed_law.ok and (chain.loss_map is None or chain.loss_map.ok):
+            chain.mapping = fit_metric_map(points[link_column], points["_metric"],
+                                           replicate_cells(points),
+                                           w_points[feed_law.kept], method.link)
+        else:
+            chain.mapping = MetricMap("no fit: no loss to chain", link=method.link)
+    return chain
+
+
+def enough_sizes(ladder: Ladder) -> bool:
+    """Whether the ladder less its largest size still has the sizes a law needs."""
+    return ladder.sizes().size > MIN_SIZES
