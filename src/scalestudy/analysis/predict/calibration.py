@@ -10,9 +10,10 @@ is asked: each of its largest sizes in turn (the origin; up to `origins` of
 them, while at least 3 sizes stay below it) is held out, the chain refitted
 on the sizes below it exactly as a prediction fits (its bootstrap included),
 and each held-out run predicted with its interval at the prediction's level.
-A held-out run's score is its error over the interval's half-width on the
-error's side: for a loss, ln(observed / predicted) over the log distance from
-the prediction to the interval's end; for a metric, in the metric's units.
+A held-out run's score is its error over the interval's half-width: for a
+loss, |ln(observed / predicted)| over z times the standard deviation of its
+replicates' log draws; for a metric, in the metric's units (_score says why
+a standard deviation).
 
 The scale of each quantity is the conformal quantile of its scores (split
 conformal prediction with normalised scores, e.g. Lei et al. 2018,
@@ -20,11 +21,33 @@ conformal prediction with normalised scores, e.g. Lei et al. 2018,
 ceil((n + 1) ci)-th smallest of the n scores, or the largest where n is too
 small for that rank (fewer than 19 runs at 0.95: then the interval is as wide
 as the worst held-out run needed, which is not a guarantee), and at least 1:
-the calibration widens the bootstrap's interval, never narrows it. The
+the calibration widens the bootstrap's interval, never narrows it. A loss's
+misfit depends on where a run sits in tokens per parameter (on Porian et al.'s
+IsoFLOP profiles the held-out size's undertrained points, a tenth of a token
+per parameter, are under-predicted by 20-30% while its points at 5-20 tokens
+per parameter miss by 2-5%), so a loss's scale at a target is localised
+(Guan 2023, "Localized conformal prediction", Biometrika): each score weighed
+by a normal kernel in ln(D / N) about the target's, of width `BANDWIDTH`
+(a factor of 4), the weighted quantile at ci (1 + 1 / n_eff), n_eff the
+weights' effective number, or the largest score of non-negligible weight
+(5% of the largest) where that level reaches 1. The metric's scale is one
+number (its scores are those of a few held-out runs). The
 prediction's draws of one run are widened by it about the point prediction
 (chain.Drawn). The quantities are calibrated in the chain's order, each
 origin's later steps fed by the earlier steps' calibrated draws, so that the
 metric's scale measures what the loss's scale left out and no more.
+
+The metric's sigmoid, fitted on the losses the ladder reached, is extrapolated
+to the lower losses of a larger run, where its shape is assumed; its bootstrap
+says how its fit moves, not whether the shape holds there. So each origin's
+sigmoid (fitted on the sizes below it) is also judged on the held-out size's
+own points (every checkpoint kept) that lie below the losses it was fitted
+on, at their measured loss: the link's error there, less the ci-quantile of
+its residuals (a point's own noise), over the distance beyond the losses
+fitted. The conformal quantile of these (`link`, in metric units per unit of
+loss, at least 0) widens each replicate's metric by up to link x its distance
+beyond the losses fitted, either way (uniformly), before the metric's own
+scale is measured.
 
 A ladder of fewer than 4 sizes has no origin (the largest held out leaves too
 few to fit): its intervals are the bootstrap's, and the status says so.
@@ -36,11 +59,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from ..scaling import MIN_SIZES
 from .chain import Chain, Ladder, Method, Settings, fit_chain
+from .downstream import sigmoid
 
 QUANTITIES = ("loss", "task", "metric")
+SCALES = ("loss", "task", "link", "metric")
+LOCAL = ("loss", "task")  # the quantities whose scale is localised in ln(D / N)
+BANDWIDTH = float(np.log(4.0))
+NEGLIGIBLE = 0.05
 CALIBRATION_COLUMNS = ["origin", "params", "tokens", "quantity", "observed", "predicted",
                        "low", "high", "score"]
 
@@ -50,29 +79,72 @@ class Calibration:
     """Each quantity's scale, the held-out runs' scores behind it, and a status."""
 
     status: str
-    scales: dict = field(default_factory=lambda: dict.fromkeys(QUANTITIES, 1.0))
+    # One number each: the global scale of a loss (its localised scale: `scale`),
+    # the metric's scale and the link's slope.
+    scales: dict = field(default_factory=lambda: {"loss": 1.0, "task": 1.0, "link": 0.0,
+                                                  "metric": 1.0})
+    ci: float = 0.95
     rows: list = field(default_factory=list)
     origins: list = field(default_factory=list)
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CALIBRATION_COLUMNS)
 
+    def scale(self, quantity: str, N, D) -> np.ndarray | float:
+        """The scale of `quantity` at the targets (N, D): localised for a loss, one
+        number for the metric; the link's slope for "link"."""
+        if quantity not in LOCAL:
+            return self.scales[quantity]
+        scored = [r for r in self.rows if r["quantity"] == quantity
+                  and not np.isnan(r["score"])]
+        x0 = np.log(np.asarray(D, dtype=float) / np.asarray(N, dtype=float))
+        if not scored:
+            return np.ones_like(x0)
+        scores = np.array([r["score"] for r in scored])
+        x = np.log(np.array([r["tokens"] / r["params"] for r in scored]))
+        return np.array([max(1.0, local_quantile(scores, x, x0_j, self.ci))
+                         for x0_j in np.atleast_1d(x0)]).reshape(np.shape(x0))
+
     def n_scored(self, quantity: str) -> int:
         return sum(r["quantity"] == quantity and np.isfinite(r["score"]) for r in self.rows)
 
 
-def conformal_scale(scores: np.ndarray, ci: float) -> float:
-    """The conformal quantile of normalised scores (the module docstring), at least 1."""
-    scores = np.sort(np.asarray(scores, dtype=float)[np.isfinite(scores)])
+def conformal_quantile(scores: np.ndarray, ci: float) -> float:
+    """The ceil((n + 1) ci)-th smallest of n scores, or the largest where n is too
+    small for that rank (the module docstring); NaN without scores. An infinite
+    score (a held-out run outside an interval of no width) counts."""
+    scores = np.sort(np.asarray(scores, dtype=float)[~np.isnan(scores)])
     if not scores.size:
-        return 1.0
+        return np.nan
     rank = int(np.ceil((scores.size + 1) * ci))
-    q = scores[rank - 1] if rank <= scores.size else scores[-1]
-    return float(max(1.0, q))
+    return float(scores[min(rank, scores.size) - 1])
+
+
+def local_quantile(scores: np.ndarray, x: np.ndarray, x0: float, ci: float) -> float:
+    """The localised conformal quantile of `scores` at x0 (the module docstring)."""
+    w = np.exp(-0.5 * ((x - x0) / BANDWIDTH) ** 2)
+    n_eff = w.sum() ** 2 / (w**2).sum()
+    level = ci * (1 + 1 / n_eff)
+    if level >= 1:
+        return float(scores[w >= NEGLIGIBLE * w.max()].max())
+    order = np.argsort(scores, kind="stable")
+    cum = np.cumsum(w[order]) / w.sum()
+    return float(scores[order][np.searchsorted(cum, level)])
+
+
+def conformal_scale(scores: np.ndarray, ci: float) -> float:
+    """The conformal quantile of normalised scores, at least 1 (never narrower)."""
+    q = conformal_quantile(scores, ci)
+    return 1.0 if np.isnan(q) else float(max(1.0, q))
 
 
 def _score(observed, point, draws, ci: float, log: bool) -> tuple[np.ndarray, ...]:
-    """Each held-out run's interval and normalised error (NaN without draws)."""
+    """Each held-out run's interval and normalised error (NaN without draws): the
+    error over z times the draws' standard deviation (of the log, for a loss),
+    the interval's half-width were the draws normal. A standard deviation, not
+    the percentiles' half-width: the percentiles of a hundred draws of a
+    skewed residual sometimes sit near the point and would make one score
+    dominate."""
     n = len(observed)
     if not draws.size:
         nan = np.full(n, np.nan)
@@ -81,13 +153,35 @@ def _score(observed, point, draws, ci: float, log: bool) -> tuple[np.ndarray, ..
     low, high = np.nanquantile(finite, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         if log:
-            err, up, down = (np.log(observed / point), np.log(high / point),
-                             np.log(point / low))
+            err, spread = np.log(observed / point), np.nanstd(np.log(finite), axis=0)
         else:
-            err, up, down = observed - point, high - point, point - low
-        half = np.where(err >= 0, up, down)
-        score = np.where(half > 0, np.abs(err) / half, np.inf)
+            err, spread = observed - point, np.nanstd(finite, axis=0)
+        half = norm.ppf((1 + ci) / 2) * spread
+        score = np.where(half > 0, np.abs(err) / half, np.where(err == 0, 0.0, np.inf))
     return low, high, score
+
+
+def _link_slope(ladder: Ladder, fitted: list, ci: float) -> float:
+    """The conformal quantile of the sigmoid's excess error per unit of loss beyond
+    the losses it was fitted on, over the held-out sizes' points (the module
+    docstring); 0 where no held-out point lies beyond them."""
+    scores = []
+    column = "_task" if ladder.task else "loss"
+    for origin, chain, _ in fitted:
+        mapping = chain.mapping
+        if mapping is None or not mapping.ok:
+            continue
+        points = ladder.points[ladder.points["params"] == origin]
+        x, y = (points[c].to_numpy(dtype=float) for c in (column, "_metric"))
+        lo, hi = mapping.loss_range
+        beyond = np.maximum(lo - x, 0.0) + np.maximum(x - hi, 0.0)
+        keep = np.isfinite(y) & (beyond > 0)
+        if not keep.any():
+            continue
+        noise = float(np.quantile(np.abs(mapping.noise), ci))
+        excess = np.maximum(np.abs(y[keep] - sigmoid(mapping.params, x[keep])) - noise, 0.0)
+        scores += list(excess / beyond[keep])
+    return conformal_quantile(np.array(scores), ci) if scores else 0.0
 
 
 def calibrate(ladder: Ladder, method: Method, settings: Settings,
@@ -104,15 +198,20 @@ def calibrate(ladder: Ladder, method: Method, settings: Settings,
         chain = fit_chain(ladder.below(origin), method, settings, rng)
         if chain.law.ok:
             fitted.append((origin, chain, ladder.at(origin)))
-    calibration = Calibration("", origins=[o for o, _, _ in fitted])
+    calibration = Calibration("", origins=[o for o, _, _ in fitted], ci=settings.ci)
     if not fitted:
         calibration.status = "uncalibrated: no refit without a largest size succeeded"
         return calibration
     columns = {"loss": "loss", "task": "_task", "metric": "_metric"}
-    for quantity in QUANTITIES:
-        scores = []
+    for quantity in SCALES:
+        if quantity == "link":
+            if ladder.metric:
+                calibration.scales["link"] = _link_slope(ladder, fitted, settings.ci)
+            continue
+        scored = []  # added once every origin is scored: each origin's draws are
+        # widened by the quantities scored before this one, not by this one
         for origin, chain, held in fitted:
-            chain.scales = dict(calibration.scales)
+            chain.calibration = calibration
             drawn = chain.predict(held["params"], held["tokens"], rng)[quantity]
             if drawn is None or columns[quantity] not in held:
                 continue
@@ -122,19 +221,23 @@ def calibrate(ladder: Ladder, method: Method, settings: Settings,
             for i in range(len(held)):
                 if not np.isfinite(observed[i]):
                     continue
-                calibration.rows.append({
+                scored.append({
                     "origin": origin, "params": float(held["params"].iloc[i]),
                     "tokens": float(held["tokens"].iloc[i]), "quantity": quantity,
                     "observed": observed[i], "predicted": float(drawn.point[i]),
                     "low": low[i], "high": high[i], "score": score[i]})
-                scores.append(score[i])
-        if scores:
-            calibration.scales[quantity] = conformal_scale(np.array(scores), settings.ci)
+        calibration.rows += scored
+        if scored:
+            calibration.scales[quantity] = conformal_scale(
+                np.array([r["score"] for r in scored]), settings.ci)
     n = calibration.n_scored("loss")
     small = (" (too few for the conformal rank: the largest score)"
              if int(np.ceil((n + 1) * settings.ci)) > n else "")
-    scales = ", ".join(f"{q} x{calibration.scales[q]:.3g}" for q in QUANTITIES
-                       if calibration.n_scored(q))
+    scales = ", ".join(f"{q} x{calibration.scales[q]:.3g}"
+                       + (" (overall; localised in D/N)" if q in LOCAL else "")
+                       for q in QUANTITIES if calibration.n_scored(q))
+    if ladder.metric:
+        scales += f", link {calibration.scales['link']:.3g} per unit of loss beyond"
     origins = ", ".join(f"{o:.3g}" for o in calibration.origins)
     calibration.status = (f"calibrated on {n} held-out runs of N {origins}{small}: {scales}")
     return calibration

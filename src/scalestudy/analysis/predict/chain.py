@@ -16,7 +16,7 @@ distance of a loss, the distance of a metric.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -72,6 +72,15 @@ class Ladder:
     task: bool = False
     metric: bool = False
 
+    @classmethod
+    def of(cls, runs: pd.DataFrame, step1_points: str, final_evals: int, task: bool,
+           metric: bool) -> Ladder:
+        """One group's runs (inputs.prepare_ladder's) as the chain reads them: step 1
+        on each run's final point (`step1_points` "final", a table of checkpoints)
+        or on every row."""
+        final = step1_points == "final" and "step" in runs
+        return cls(final_points(runs, final_evals) if final else runs, runs, task, metric)
+
     def sizes(self) -> np.ndarray:
         return np.unique(self.finals["params"].to_numpy(dtype=float))
 
@@ -106,8 +115,8 @@ class Drawn:
     point: np.ndarray
     raw: np.ndarray
 
-    def draws(self, scale: float, log: bool) -> np.ndarray:
-        if scale == 1.0 or not self.raw.size:
+    def draws(self, scale, log: bool) -> np.ndarray:
+        if np.all(np.asarray(scale) == 1.0) or not self.raw.size:
             return self.raw
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             if log:
@@ -127,7 +136,15 @@ class Chain:
     task_law: LossLaw | None = None
     loss_map: LossMap | None = None
     mapping: MetricMap | None = None
-    scales: dict = field(default_factory=lambda: {"loss": 1.0, "task": 1.0, "metric": 1.0})
+    # The calibration (calibration.Calibration): each quantity's scale at given
+    # (N, D), and "link", the metric's error per unit of loss beyond the losses
+    # its sigmoid was fitted on. None: the bootstrap's draws alone.
+    calibration: object = None
+
+    def scale(self, quantity: str, N, D):
+        if self.calibration is None:
+            return 0.0 if quantity == "link" else 1.0
+        return self.calibration.scale(quantity, N, D)
 
     @property
     def task(self) -> bool:
@@ -145,13 +162,13 @@ class Chain:
         out = {"loss": None, "task": None, "metric": None}
         if not self.law.ok:
             return out
-        self.law.scale = self.scales["loss"]
+        self.law.scale = self.scale("loss", N, D)
         point, _ = self.law.mean(N, D)
         out["loss"] = Drawn(point, self.law.predictive(N, D, rng))
         feed = out["loss"]
         if self.task_law is not None:
             if self.task_law.ok:
-                self.task_law.scale = self.scales["task"]
+                self.task_law.scale = self.scale("task", N, D)
                 task_point, _ = self.task_law.mean(N, D)
                 out["task"] = Drawn(task_point, self.task_law.predictive(N, D, rng))
             feed = out["task"]
@@ -159,14 +176,21 @@ class Chain:
             if self.loss_map.ok:
                 raw = self.loss_map.predictive(feed.raw, rng) if feed.raw.size else feed.raw
                 task = Drawn(self.loss_map.predict(feed.point), raw)
-                out["task"] = Drawn(task.point, task.draws(self.scales["task"], log=True))
+                out["task"] = Drawn(task.point, task.draws(self.scale("task", N, D), log=True))
             feed = out["task"]
         if self.mapping is not None and self.mapping.ok and feed is not None:
             value = sigmoid(self.mapping.params, feed.point)
             raw = (self.mapping.predictive(feed.raw, rng) if len(self.mapping.replicates)
                    and feed.raw.size else np.empty((0, value.size)))
+            slope = self.scale("link", N, D)
+            if slope > 0 and raw.size:
+                # The sigmoid's shape beyond the losses fitted is assumed: a replicate
+                # that lies d beyond them errs by up to slope x d either way.
+                lo, hi = self.mapping.loss_range
+                beyond = np.maximum(lo - feed.raw, 0.0) + np.maximum(feed.raw - hi, 0.0)
+                raw = np.clip(raw + slope * beyond * rng.uniform(-1, 1, raw.shape), 0.0, 1.0)
             metric = Drawn(value, raw)
-            out["metric"] = Drawn(value, metric.draws(self.scales["metric"], log=False))
+            out["metric"] = Drawn(value, metric.draws(self.scale("metric", N, D), log=False))
         return out
 
 
@@ -212,8 +236,11 @@ def fit_chain(ladder: Ladder, method: Method, settings: Settings,
                 if chain.law.ok else LossMap("no fit: no loss law to map from"))
     if ladder.metric:
         if feed_law.ok and (chain.loss_map is None or chain.loss_map.ok):
-            chain.mapping = fit_metric_map(points[link_column], points["_metric"],
-                                           replicate_cells(points),
+            # A checkpoint's neighbours on other runs are no replicates of it: the
+            # pure-error test is for seeds of one (N, D), not for curves.
+            cells = (np.arange(len(points)) if "step" in points
+                     else replicate_cells(points))
+            chain.mapping = fit_metric_map(points[link_column], points["_metric"], cells,
                                            w_points[feed_law.kept], method.link)
         else:
             chain.mapping = MetricMap("no fit: no loss to chain", link=method.link)

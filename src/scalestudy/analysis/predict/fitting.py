@@ -38,5 +38,5 @@ def fit_group(ladder: Ladder, settings: Settings, rng: np.random.Generator) -> F
         calibration = calibrate(ladder, method, settings, rng)
     else:
         calibration = Calibration("uncalibrated (--no-calibrate): the bootstrap's intervals")
-    chain.scales = dict(calibration.scales)
+    chain.calibration = calibration
     return Fitted(chain, calibration, selection)

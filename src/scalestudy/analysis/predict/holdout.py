@@ -76,7 +76,7 @@ def holdout(ladder: Ladder, settings: Settings, rng: np.random.Generator) -> dic
         row["status"] = f"without N = {largest:.4g}: {chain.law.status}"
         return row
     row["status"] = chain.law.status
-    row["scale"] = chain.scales["loss"]
+    row["scale"] = fitted.calibration.scales["loss"]
     table, drawn = judged(fitted, held, settings.ci, rng)
     obs, pred = table["loss_obs"].to_numpy(), table["loss_pred"].to_numpy()
     row.update(loss_pred=float(pred.mean()), loss_obs=float(obs.mean()),

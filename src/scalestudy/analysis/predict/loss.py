@@ -132,7 +132,9 @@ class LossLaw:
     n_sizes: int = 0
     form: str = "chinchilla"
     prior: tuple[float, float] | None = None  # (E0, SD) of the e-prior form
-    scale: float = 1.0  # the calibration's widening of one run's draws (calibration.py)
+    # The calibration's widening of one run's draws (calibration.py): one number,
+    # or one per target.
+    scale: float | np.ndarray = 1.0
 
     @property
     def ok(self) -> bool:
@@ -152,7 +154,7 @@ class LossLaw:
         m), its log distance from the fitted surface times `scale`."""
         point, reps = self.mean(N, D)
         drawn = reps * np.exp(rng.choice(self.noise, size=reps.shape))
-        if self.scale == 1.0:
+        if np.all(np.asarray(self.scale) == 1.0):
             return drawn
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return point * (drawn / point) ** self.scale

@@ -19,7 +19,7 @@ from ..frontier.options import COMPUTE_AXES
 from ..options import chosen
 from ..stats import percentile_ci
 from .calibration import CALIBRATION_COLUMNS
-from .chain import Chain, Ladder, Method, Settings, final_points
+from .chain import Chain, Ladder, Method, Settings
 from .curves import checkpoint_ladder
 from .downstream import NAMES as METRIC_NAMES
 from .downstream import MetricMap, sigmoid
@@ -104,8 +104,8 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
         group = dict(zip(by, key, strict=True))
         rng = np.random.default_rng([seed, gi])
         cost = TokenCost(sub, compute_axis)
-        ladder = Ladder(final_points(sub, options.final_evals) if step1 == "final" else sub,
-                        sub, task=task_loss is not None, metric=metric is not None)
+        ladder = Ladder.of(sub, step1, options.final_evals, task=task_loss is not None,
+                           metric=metric is not None)
         fitted = fit_group(ladder, settings, rng)
         chain = fitted.chain
         common = {"n_boot": n_boot, "ci": ci, "resampling": chain.resampling,
@@ -194,13 +194,14 @@ def _fit_rows(chain: Chain, ci: float, common: dict, fitted) -> list[dict]:
     """fit.csv's rows of a group: each law of its chain, one row a parameter."""
     method = chain.method.label(chain.task, chain.mapping is not None)
     base = {**common, "method": method, "calibration": fitted.calibration.status}
-    rows = _law_rows(chain.law, "loss", ci, {**base, "scale": chain.scales["loss"]})
+    scales = fitted.calibration.scales
+    rows = _law_rows(chain.law, "loss", ci, {**base, "scale": scales["loss"]})
     if chain.task_law is not None:
-        rows += _law_rows(chain.task_law, "task", ci, {**base, "scale": chain.scales["task"]})
+        rows += _law_rows(chain.task_law, "task", ci, {**base, "scale": scales["task"]})
     if chain.loss_map is not None:
-        rows += _map_rows(chain.loss_map, ci, {**base, "scale": chain.scales["task"]})
+        rows += _map_rows(chain.loss_map, ci, {**base, "scale": scales["task"]})
     if chain.mapping is not None:
-        rows += _mapping_rows(chain.mapping, ci, {**base, "scale": chain.scales["metric"]})
+        rows += _mapping_rows(chain.mapping, ci, {**base, "scale": scales["metric"]})
     return rows
 
 
