@@ -26,12 +26,11 @@ misfit depends on where a run sits in tokens per parameter (on Porian et al.'s
 IsoFLOP profiles the held-out size's undertrained points, a tenth of a token
 per parameter, are under-predicted by 20-30% while its points at 5-20 tokens
 per parameter miss by 2-5%), so a loss's scale at a target is localised
-(Guan 2023, "Localized conformal prediction", Biometrika): each score weighed
-by a normal kernel in ln(D / N) about the target's, of width `BANDWIDTH`
-(a factor of 4), the weighted quantile at ci (1 + 1 / n_eff), n_eff the
-weights' effective number, or the largest score of non-negligible weight
-(5% of the largest) where that level reaches 1. The metric's scale is one
-number (its scores are those of a few held-out runs). The
+(as Guan 2023, "Localized conformal prediction", Biometrika, localises by a
+kernel; here a window): the conformal quantile of the scores of the held-out
+runs near the target in tokens per parameter (loss.near: within a factor of
+4, or the 8 nearest), as a run's noise is drawn (loss.py). The metric's scale
+is one number (its scores are those of a few held-out runs). The
 prediction's draws of one run are widened by it about the point prediction
 (chain.Drawn). The quantities are calibrated in the chain's order, each
 origin's later steps fed by the earlier steps' calibrated draws, so that the
@@ -64,12 +63,11 @@ from scipy.stats import norm
 from ..scaling import MIN_SIZES
 from .chain import Chain, Ladder, Method, Settings, fit_chain
 from .downstream import sigmoid
+from .loss import near
 
 QUANTITIES = ("loss", "task", "metric")
 SCALES = ("loss", "task", "link", "metric")
 LOCAL = ("loss", "task")  # the quantities whose scale is localised in ln(D / N)
-BANDWIDTH = float(np.log(4.0))
-NEGLIGIBLE = 0.05
 CALIBRATION_COLUMNS = ["origin", "params", "tokens", "quantity", "observed", "predicted",
                        "low", "high", "score"]
 
@@ -102,7 +100,7 @@ class Calibration:
             return np.ones_like(x0)
         scores = np.array([r["score"] for r in scored])
         x = np.log(np.array([r["tokens"] / r["params"] for r in scored]))
-        return np.array([max(1.0, local_quantile(scores, x, x0_j, self.ci))
+        return np.array([conformal_scale(scores[near(x, x0_j)], self.ci)
                          for x0_j in np.atleast_1d(x0)]).reshape(np.shape(x0))
 
     def n_scored(self, quantity: str) -> int:
@@ -118,18 +116,6 @@ def conformal_quantile(scores: np.ndarray, ci: float) -> float:
         return np.nan
     rank = int(np.ceil((scores.size + 1) * ci))
     return float(scores[min(rank, scores.size) - 1])
-
-
-def local_quantile(scores: np.ndarray, x: np.ndarray, x0: float, ci: float) -> float:
-    """The localised conformal quantile of `scores` at x0 (the module docstring)."""
-    w = np.exp(-0.5 * ((x - x0) / BANDWIDTH) ** 2)
-    n_eff = w.sum() ** 2 / (w**2).sum()
-    level = ci * (1 + 1 / n_eff)
-    if level >= 1:
-        return float(scores[w >= NEGLIGIBLE * w.max()].max())
-    order = np.argsort(scores, kind="stable")
-    cum = np.cumsum(w[order]) / w.sum()
-    return float(scores[order][np.searchsorted(cum, level)])
 
 
 def conformal_scale(scores: np.ndarray, ci: float) -> float:

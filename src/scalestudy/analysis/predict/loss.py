@@ -12,7 +12,12 @@ A prediction interval is for one run's loss, not the surface's: each
 replicate's L(N*, D*) is multiplied by e^r, r one of the fit's log residuals
 drawn at random and scaled by sqrt(n / (n - 5)) for the five parameters
 fitted (their spread is the table's seed-to-seed noise plus whatever the law
-misses). The interval of the surface alone (`mean`) is reported beside it.
+misses), drawn from the runs near the target in tokens per parameter
+(`near`: within a factor of 4, or the 8 nearest): what the law misses
+depends on it (on Porian et al.'s IsoFLOP profiles the runs at a tenth of a
+token per parameter miss by ten times what those at 5-20 miss), and a run's
+noise is the noise of runs like it. The interval of the surface alone
+(`mean`) is reported beside it.
 Residuals drawn as if independent miss a misfit of the form that grows with
 the extrapolation, so the stage widens the draws by `scale`, the factor the
 ladder's own held-out sizes ask for (calibration.py): each draw's log
@@ -75,6 +80,20 @@ GRID_BOX = np.array([CHINCHILLA_GRID.min(axis=0), CHINCHILLA_GRID.max(axis=0)])
 # lowest loss, one standard deviation a factor of two.
 PRIOR_FRACTION = 0.5
 PRIOR_SD = float(np.log(2.0))
+# Runs "near" a target in tokens per parameter: within this factor, or the
+# NEAREST nearest of them.
+NEAR = float(np.log(4.0))
+NEAREST = 8
+
+
+def near(x: np.ndarray, x0: float, width: float = NEAR, nearest: int = NEAREST) -> np.ndarray:
+    """Which of the points at x (ln D/N) lie within `width` of x0, or, where
+    fewer than `nearest` do, the `nearest` closest (all, with fewer points)."""
+    gap = np.abs(np.asarray(x, dtype=float) - x0)
+    inside = gap <= width + 1e-12
+    if inside.sum() >= min(nearest, gap.size):
+        return inside
+    return gap <= np.sort(gap)[min(nearest, gap.size) - 1] + 1e-12
 
 
 class PriorPowerLaw(HuberPowerLaw):
@@ -126,6 +145,7 @@ class LossLaw:
     kept: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
     noise: np.ndarray = field(default_factory=lambda: np.zeros(1))  # scaled log residuals
     residuals: np.ndarray = field(default_factory=lambda: np.empty(0))
+    ratios: np.ndarray | None = None  # ln(D / N) of each residual's run
     warnings: list[str] = field(default_factory=list)
     condition: float = np.nan
     n_points: int = 0
@@ -153,11 +173,22 @@ class LossLaw:
         """Each replicate's loss of one run at (N, D): its surface times e^r (k,
         m), its log distance from the fitted surface times `scale`."""
         point, reps = self.mean(N, D)
-        drawn = reps * np.exp(rng.choice(self.noise, size=reps.shape))
+        drawn = reps * np.exp(self.draw_noise(N, D, reps.shape, rng))
         if np.all(np.asarray(self.scale) == 1.0):
             return drawn
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return point * (drawn / point) ** self.scale
+
+    def draw_noise(self, N, D, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        """(k, m) draws of one run's log noise at each target: residuals of the
+        runs near it in tokens per parameter (the module docstring)."""
+        if self.ratios is None or self.noise.size <= 1:
+            return rng.choice(self.noise, size=shape)
+        x0 = np.log(np.asarray(D, dtype=float) / np.asarray(N, dtype=float))
+        out = np.empty(shape)
+        for j, x in enumerate(np.broadcast_to(x0, shape[1:])):
+            out[:, j] = rng.choice(self.noise[near(self.ratios, x)], size=shape[0])
+        return out
 
     def parameters(self) -> dict[str, tuple[float, np.ndarray]]:
         """Each parameter's estimate and replicates, on its own scale."""
@@ -219,7 +250,8 @@ def fit_loss_law(N, D, L, weights: np.ndarray, ci: float, *, n_polish: int | Non
     residuals = logy - model.log_predict(theta)
     law = LossLaw("ok", fit, reps[kept], kept,
                   residuals * np.sqrt(L.size / (L.size - N_PARAMETERS)), residuals,
-                  n_points=L.size, n_sizes=k_n, form=form, prior=prior)
+                  n_points=L.size, n_sizes=k_n, form=form, prior=prior,
+                  ratios=np.log(D / N))
     law.condition = condition_number(logx, theta)
     law.warnings = determination_warnings(law, N, D, ci)
     if law.warnings:
