@@ -118,13 +118,13 @@ def test_chinchilla_bootstrap_intervals_match_the_published_ones():
 # --------------------------------------------------------------------------- synthetic
 
 
-def coverage(seeds, n_boot: int) -> dict:
+def coverage(seeds, n_boot: int, calibrate: bool = True) -> dict:
     """The fraction of synthetic ladders whose prediction interval at TARGET holds
     a new run's loss (the surface times one seed's noise), and holds the surface."""
     new_run = surface_held = 0
     for seed in seeds:
         row = predict(synthetic_ladder(seed), None, [TARGET], n_boot=n_boot, seed=seed,
-                      quiet=True).predictions.iloc[0]
+                      calibrate=calibrate, quiet=True).predictions.iloc[0]
         truth = float(surface(*TARGET))
         observed = truth * math.exp(np.random.default_rng(10_000 + seed).normal(0, 0.01))
         new_run += row["loss_low"] <= observed <= row["loss_high"]
@@ -133,9 +133,11 @@ def coverage(seeds, n_boot: int) -> dict:
 
 
 def test_prediction_interval_covers_on_synthetic_ladders():
-    """10 ladders (~10 s): the 95% interval holds a new run's loss in at least 8
-    and the surface in at least 9 (measured: 9 and 10)."""
-    measured = coverage(range(10), n_boot=60)
+    """10 ladders (~10 s): the bootstrap's 95% interval, before the calibration
+    widens it (the calibrated interval holds it: the slow test below), holds a
+    new run's loss in at least 8 and the surface in at least 9 (measured: 9 and
+    10)."""
+    measured = coverage(range(10), n_boot=60, calibrate=False)
     assert measured["new_run"] >= 0.8 and measured["surface"] >= 0.9, measured
 
 

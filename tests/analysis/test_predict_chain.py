@@ -268,13 +268,15 @@ def test_a_target_far_beyond_the_ladder_has_no_interval():
 def test_the_chain_feeds_each_replicate_to_the_next_step():
     """One replicate's loss feeds the same replicate's map and sigmoid: with the
     noise of one run zero, the metric's draws are exactly the sigmoid replicates
-    of the map replicates of the loss replicates."""
+    of the map replicates of the loss replicates, the even replicates the
+    method's link's and the odd ones the other link's (the model average)."""
     table = checkpoint_ladder()
     ladder = Ladder.of(table.assign(_unit=table["run"], _task=table["task"],
                                     _metric=table["acc"]), "final", 1, True, True)
     chain = fit_chain(ladder, Method(path="loss-to-loss", link="sigmoid"),
                       Settings(12, 0.95, 16), np.random.default_rng(0))
-    for part in (chain.law, chain.loss_map, chain.mapping):
+    assert chain.mapping.link == "sigmoid" and chain.alternative.link == "fitted-asymptote"
+    for part in (chain.law, chain.loss_map, chain.mapping, chain.alternative):
         part.noise = np.zeros(1)
     drawn = chain.predict([TARGET[0]], [TARGET[1]], np.random.default_rng(1))
     _, loss_reps = chain.law.mean([TARGET[0]], [TARGET[1]])
@@ -284,4 +286,5 @@ def test_the_chain_feeds_each_replicate_to_the_next_step():
             ** map_reps[:, 1:2] + map_reps[:, 2:3])
     np.testing.assert_allclose(drawn["task"].raw, task, rtol=1e-9)
     expected = sigmoid(chain.mapping.replicates, task)
+    expected[1::2] = sigmoid(chain.alternative.replicates, task)[1::2]
     np.testing.assert_allclose(drawn["metric"].raw, np.clip(expected, 0, 1))
