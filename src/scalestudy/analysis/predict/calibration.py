@@ -167,7 +167,8 @@ def _link_slope(ladder: Ladder, fitted: list, ci: float) -> float:
         noise = float(np.quantile(np.abs(mapping.noise), ci))
         excess = np.maximum(np.abs(y[keep] - sigmoid(mapping.params, x[keep])) - noise, 0.0)
         scores += list(excess / beyond[keep])
-    return conformal_quantile(np.array(scores), ci) if scores else 0.0
+    slope = conformal_quantile(np.array(scores), ci) if scores else 0.0
+    return slope if slope > 1e-9 else 0.0  # rounding, not an error
 
 
 def calibrate(ladder: Ladder, method: Method, settings: Settings,
