@@ -79,7 +79,7 @@ def test_a_resumed_run_s_earlier_attempts_count_and_the_later_one_wins(tmp_path)
 def test_the_checkpoints_fit_recovers_the_surface_after_the_cut(study, capsys):
     root, _ = study
     result = predict(root, None, ["1e6:2e7"], checkpoints=True, n_boot=0, min_fraction=0.5,
-                     n_polish=64)
+                     n_polish=64, step1_points="checkpoints")
     assert result.settings["checkpoints"]
     fit = result.fit.set_index("parameter")["value"]
     assert fit["alpha"] == pytest.approx(ALPHA, rel=0.05)

@@ -148,8 +148,10 @@ def cmd_predict(args) -> None:
 
     result = predict(
         args.table, args.out_dir, args.at, args.by, metric=args.metric,
-        with_holdout=args.holdout, from_runs=args.from_runs, checkpoints=args.checkpoints,
-        options=parsed(PredictOptions, args, figures=not args.no_figures),
+        task_loss=args.task_loss, with_holdout=args.holdout, from_runs=args.from_runs,
+        checkpoints=args.checkpoints,
+        options=parsed(PredictOptions, args, figures=not args.no_figures, select=args.select,
+                       calibrate=not args.no_calibrate),
     )
     print("\n".join(result.summary()))
     print(f"wrote {len(result.files)} files to {args.out_dir}")

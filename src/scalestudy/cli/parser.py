@@ -190,9 +190,20 @@ def _predict_options(p) -> None:
     p.add_argument("--metric", metavar="COLUMN",
                    help="a downstream metric in [0, 1] (accuracy or error) to predict from the "
                    "predicted loss by a sigmoid, chained; without it, the loss alone")
+    p.add_argument("--task-loss", metavar="COLUMN",
+                   help="with --metric: the task's loss the metric is a sigmoid of, predicted "
+                   "by its own L(N, D) or from the loss (--path); the loss column stays the "
+                   "general loss")
     p.add_argument("--holdout", action="store_true",
                    help="also refit without the largest N and report how well the rest "
                    "predicts it (holdout.csv)")
+    p.add_argument("--select", action="store_true",
+                   help="pick the form, path and link by each candidate's error predicting "
+                   "the ladder's largest size from the rest; every candidate's error in "
+                   "selection.csv")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="the bootstrap's intervals alone, not widened by the ladder's own "
+                   "held-out sizes (calibration.csv)")
     p.add_argument("--by", nargs="+", default=None, metavar="COL",
                    help="group columns, one fit per group (default: arch and prior, those "
                    "present)")

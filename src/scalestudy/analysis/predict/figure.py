@@ -178,13 +178,18 @@ def _short(text: str, width: int = 60) -> str:
 
 
 def _metric_panel(ax, result: PredictionResult, key: tuple, metric: str) -> None:
+    """The metric against the loss it is a sigmoid of (the task loss, with
+    --task-loss): every point step 2 fitted, the fitted sigmoid, the targets."""
     runs = result.rows(result.runs, key)
-    (points,) = ax.plot(runs["loss"], runs[metric], linestyle="none", marker="o", ms=3.5,
+    task = result.settings.get("task_loss")
+    x = task or "loss"
+    (points,) = ax.plot(runs[x], runs[metric], linestyle="none", marker="o", ms=3.5,
                         color=NEUTRAL, alpha=0.8)
     points.set_gid("runs")
     fit = result.rows(result.fit, key)
     mapping = fit[fit["law"] == "metric"].set_index("parameter")
     predictions = result.rows(result.predictions, key)
+    at = predictions["task_loss" if task else "loss"]
     status = mapping["status"].iloc[0] if len(mapping) else "no fit"
     if not np.isfinite(runs[metric].to_numpy(dtype=float)).any():
         ax.set_axis_off()  # a group without the metric (an upstream loss): say so, no axes
@@ -193,14 +198,15 @@ def _metric_panel(ax, result: PredictionResult, key: tuple, metric: str) -> None
         return
     if len(mapping) and mapping["value"].notna().all():
         params = mapping.loc[["a", "k", "L0", "b"], "value"].to_numpy(dtype=float)
-        losses = np.r_[runs["loss"].to_numpy(), predictions["loss"].dropna().to_numpy()]
-        grid = np.linspace(losses.min(), losses.max(), 100)
+        losses = np.r_[runs[x].to_numpy(dtype=float), at.dropna().to_numpy()]
+        grid = np.linspace(np.nanmin(losses), np.nanmax(losses), 100)
         (curve,) = ax.plot(grid, sigmoid(params, grid), color=NEUTRAL, lw=1.3)
         curve.set_gid("sigmoid")
     for j, (row, colour) in enumerate(zip(predictions.itertuples(),
                                           _target_colours(len(predictions)), strict=True)):
-        _target(ax, row.loss, row.metric, row.metric_low, row.metric_high, colour, j)
-    ax.set_xlabel(result.loss_label)
+        _target(ax, at.iloc[j], row.metric, row.metric_low, row.metric_high, colour, j)
+    ax.set_xlabel(task or result.loss_label)
     ax.set_ylabel(metric)
-    ax.set_title(_title_lines(f"{metric} from the loss", f"fit: {status}"))
+    ax.set_title(_title_lines(f"{metric} from the {'task ' if task else ''}loss",
+                              f"fit: {status}"))
     ax.set_label(f"{result.title(key)}: {metric}")

@@ -9,9 +9,11 @@ Input table (CSV or Parquet), one row per run:
   finite number);
 - optional: the group columns (`by`, default arch and prior, those present:
   one prediction per group), `seed`, a downstream metric named by `metric` (an
-  accuracy or error in [0, 1]), and `step` with `run` for a table of
-  checkpoints (each row a point of run `run`'s curve; `min_fraction` keeps the
-  points at or after that fraction of the run's final tokens).
+  accuracy or error in [0, 1]), a task's loss named by `task_loss` (the loss
+  the metric is a sigmoid of, predicted from its own L(N, D) or from `loss`:
+  chain.py), and `step` with `run` for a table of checkpoints (each row a
+  point of run `run`'s curve; `min_fraction` keeps the points at or after that
+  fraction of the run's final tokens).
 
 A study's run records (`from_runs`: a runs.parquet or a cached study) are
 mapped as the frontier maps them (frontier/study.py `study_table`), every
@@ -70,7 +72,7 @@ def ladder_of_runs(runs: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFram
 
 
 def check_columns(table: pd.DataFrame, source: str, by: Sequence[str], metric: str | None,
-                  ) -> None:
+                  task_loss: str | None = None) -> None:
     """ValueError naming the first missing or unusable column."""
     cols = set(table.columns)
     for col in ("params", "loss"):
@@ -97,25 +99,35 @@ def check_columns(table: pd.DataFrame, source: str, by: Sequence[str], metric: s
             raise ValueError(f"{source}: column {metric!r} (--metric) must be an accuracy or "
                              f"error in [0, 1]; row {int(np.flatnonzero(bad)[0])} (0-based) "
                              f"holds {values[bad].iloc[0]:g}")
+    if task_loss is not None and task_loss not in cols:
+        raise ValueError(f"{source}: no column {task_loss!r} (--task-loss); columns present: "
+                         f"{', '.join(map(str, table.columns))}")
     if "step" in cols and "run" not in cols:
         raise ValueError(f"{source}: a 'step' column (checkpoints) needs a 'run' column naming "
                          "each checkpoint's run")
 
 
 def prepare_ladder(table: pd.DataFrame, source: str, by: Sequence[str] | None,
-                   metric: str | None, min_fraction: float,
+                   metric: str | None, min_fraction: float, task_loss: str | None = None,
                    ) -> tuple[pd.DataFrame, tuple[str, ...], list[tuple[str, str]]]:
-    """The clean runs (with `_group`, `_unit`: the resampling unit, a run; and
-    `_metric` when a metric is named), the group columns, and what was left out
-    and why, a pair per set of rows or checkpoints (excluded.csv)."""
+    """The clean runs (with `_group`, `_unit`: the resampling unit, a run;
+    `_metric` when a metric is named, `_task` when a task loss is), the group
+    columns, and what was left out and why, a pair per set of rows or
+    checkpoints (excluded.csv)."""
     by = default_by(table) if by is None else tuple(by)
-    check_columns(table, source, by, metric)
-    if metric is not None:
-        check_numbers(table, [metric], source)
+    check_columns(table, source, by, metric, task_loss)
+    check_numbers(table, [c for c in (metric, task_loss) if c is not None], source)
     runs, excluded = prepare(table, by, source)
     notes = [(x["detail"], x["reason"]) for x in excluded]
     if metric is not None:
         runs["_metric"] = pd.to_numeric(runs[metric], errors="coerce").astype(float)
+    if task_loss is not None:
+        runs["_task"] = pd.to_numeric(runs[task_loss], errors="coerce").astype(float)
+        bad = ~(np.isfinite(runs["_task"]) & (runs["_task"] > 0))
+        if bad.any():
+            notes.append((f"{int(bad.sum())} row(s)", f"the task loss {task_loss!r} "
+                          "(--task-loss) is not a positive finite number"))
+            runs = runs[~bad]
     if "step" in runs:
         runs["_unit"] = runs["_group"].astype(str) + "/" + runs["run"].astype(str)
         final = runs.groupby("_unit")["tokens"].transform("max")

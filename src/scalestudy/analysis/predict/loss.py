@@ -12,7 +12,28 @@ A prediction interval is for one run's loss, not the surface's: each
 replicate's L(N*, D*) is multiplied by e^r, r one of the fit's log residuals
 drawn at random and scaled by sqrt(n / (n - 5)) for the five parameters
 fitted (their spread is the table's seed-to-seed noise plus whatever the law
-misses). The interval of the surface alone (`mean`) is reported beside it.
+misses), drawn from the runs near the target in tokens per parameter
+(`near`: within a factor of 4, or the 8 nearest): what the law misses
+depends on it (on Porian et al.'s IsoFLOP profiles the runs at a tenth of a
+token per parameter miss by ten times what those at 5-20 miss), and a run's
+noise is the noise of runs like it. The interval of the surface alone
+(`mean`) is reported beside it.
+Residuals drawn as if independent miss a misfit of the form that grows with
+the extrapolation, so the stage widens the draws by `scale`, the factor the
+ladder's own held-out sizes ask for (calibration.py): each draw's log
+distance from the fitted surface times `scale`.
+
+Two forms (`FORMS`): Hoffmann et al.'s, every parameter free
+("chinchilla"), and the same with an irreducible-loss prior ("e-prior"): a
+normal prior on ln E, centred on a value the user knows (`--e-prior E0:SD`,
+e.g. a larger study's E) or, without one, on half the lowest loss of the
+ladder with a standard deviation of ln 2 (a factor of two), a weak prior that
+keeps E off zero and off the losses measured, where a short ladder's flat
+direction between E and alpha lets it wander. The prior enters the
+objective as a penalty on the Huber objective's scale: for residuals well
+beyond delta the objective is delta times their absolute sum, a Laplace
+likelihood of scale b (the mean absolute residual of the free fit) up to
+the factor delta b, so the penalty is delta b (ln E - ln E0)^2 / (2 SD^2).
 
 Poorly determined (`status`, `warnings`), each a reason of its own:
 
@@ -44,6 +65,7 @@ from ..scaling import (
     one_blas_thread,
 )
 from ..stats import percentile_ci
+from .options import FORMS  # noqa: F401  (the forms, declared with the options)
 
 N_PARAMETERS = 5
 NAMES = ("A", "B", "E", "alpha", "beta")  # theta's order, exponentiated where logs
@@ -54,6 +76,61 @@ NAMES = ("A", "B", "E", "alpha", "beta")  # theta's order, exponentiated where l
 MAX_CONDITION = 1e5
 MAX_DECADES = 2.0
 GRID_BOX = np.array([CHINCHILLA_GRID.min(axis=0), CHINCHILLA_GRID.max(axis=0)])
+# The default prior of the e-prior form (the module docstring): E0 half the
+# lowest loss, one standard deviation a factor of two.
+PRIOR_FRACTION = 0.5
+PRIOR_SD = float(np.log(2.0))
+# Runs "near" a target in tokens per parameter: within this factor, or the
+# NEAREST nearest of them.
+NEAR = float(np.log(4.0))
+NEAREST = 8
+
+
+def near(x: np.ndarray, x0: float, width: float = NEAR, nearest: int = NEAREST) -> np.ndarray:
+    """Which of the points at x (ln D/N) lie within `width` of x0, or, where
+    fewer than `nearest` do, the `nearest` closest (all, with fewer points)."""
+    gap = np.abs(np.asarray(x, dtype=float) - x0)
+    inside = gap <= width + 1e-12
+    if inside.sum() >= min(nearest, gap.size):
+        return inside
+    return gap <= np.sort(gap)[min(nearest, gap.size) - 1] + 1e-12
+
+
+class PriorPowerLaw(HuberPowerLaw):
+    """HuberPowerLaw's objective plus `weight` (e - e0)^2 / 2, e = ln E (theta's
+    index `k`): a normal prior on ln E (the module docstring)."""
+
+    def __init__(self, logx, logy, delta, e0: float, weight: float, weights=None):
+        super().__init__(logx, logy, delta, weights)
+        self.e0, self.weight = e0, weight
+
+    def fun_grad(self, theta):
+        value, grad = super().fun_grad(theta)
+        gap = theta[self.k] - self.e0
+        grad = grad.copy()
+        grad[self.k] += self.weight * gap
+        return value + 0.5 * self.weight * gap**2, grad
+
+    def values(self, thetas, chunk: int = 512):
+        gap = np.asarray(thetas)[:, self.k] - self.e0
+        return super().values(thetas, chunk) + 0.5 * self.weight * gap**2
+
+
+def parse_prior(text: str | None) -> tuple[float, float] | None:
+    """`--e-prior E0[:SD]` as (E0, SD), SD defaulting to ln 2; None for none."""
+    if text is None or str(text).strip() == "":
+        return None
+    parts = str(text).split(":")
+    try:
+        e0 = float(parts[0])
+        sd = float(parts[1]) if len(parts) == 2 else PRIOR_SD
+    except ValueError:
+        e0 = sd = np.nan
+    if len(parts) > 2 or not (np.isfinite([e0, sd]).all() and e0 > 0 and sd > 0):
+        raise ValueError(f"--e-prior: got {text!r}; accepted: E0 or E0:SD, the irreducible "
+                         "loss in the loss's units and the prior's standard deviation of "
+                         "ln E, both positive (e.g. 1.69:0.1)")
+    return e0, sd
 
 
 @dataclass
@@ -68,10 +145,16 @@ class LossLaw:
     kept: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
     noise: np.ndarray = field(default_factory=lambda: np.zeros(1))  # scaled log residuals
     residuals: np.ndarray = field(default_factory=lambda: np.empty(0))
+    ratios: np.ndarray | None = None  # ln(D / N) of each residual's run
     warnings: list[str] = field(default_factory=list)
     condition: float = np.nan
     n_points: int = 0
     n_sizes: int = 0
+    form: str = "chinchilla"
+    prior: tuple[float, float] | None = None  # (E0, SD) of the e-prior form
+    # The calibration's widening of one run's draws (calibration.py): one number,
+    # or one per target.
+    scale: float | np.ndarray = 1.0
 
     @property
     def ok(self) -> bool:
@@ -87,9 +170,25 @@ class LossLaw:
         return point, reps
 
     def predictive(self, N, D, rng: np.random.Generator) -> np.ndarray:
-        """Each replicate's loss of one run at (N, D): its surface times e^r (k, m)."""
-        _, reps = self.mean(N, D)
-        return reps * np.exp(rng.choice(self.noise, size=reps.shape))
+        """Each replicate's loss of one run at (N, D): its surface times e^r (k,
+        m), its log distance from the fitted surface times `scale`."""
+        point, reps = self.mean(N, D)
+        drawn = reps * np.exp(self.draw_noise(N, D, reps.shape, rng))
+        if np.all(np.asarray(self.scale) == 1.0):
+            return drawn
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return point * (drawn / point) ** self.scale
+
+    def draw_noise(self, N, D, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        """(k, m) draws of one run's log noise at each target: residuals of the
+        runs near it in tokens per parameter (the module docstring)."""
+        if self.ratios is None or self.noise.size <= 1:
+            return rng.choice(self.noise, size=shape)
+        x0 = np.log(np.asarray(D, dtype=float) / np.asarray(N, dtype=float))
+        out = np.empty(shape)
+        for j, x in enumerate(np.broadcast_to(x0, shape[1:])):
+            out[:, j] = rng.choice(self.noise[near(self.ratios, x)], size=shape[0])
+        return out
 
     def parameters(self) -> dict[str, tuple[float, np.ndarray]]:
         """Each parameter's estimate and replicates, on its own scale."""
@@ -104,16 +203,18 @@ class LossLaw:
 
 
 def fit_loss_law(N, D, L, weights: np.ndarray, ci: float, *, n_polish: int | None = 256,
-                 delta: float = 1e-3) -> LossLaw:
+                 delta: float = 1e-3, form: str = "chinchilla",
+                 prior: tuple[float, float] | None = None) -> LossLaw:
     """L(N, D) on the runs (N, D, L), refitted once per row of `weights` (the
-    bootstrap's multiplicities, resampling.py); refused, with its reason, on
-    fewer than 3 sizes or token counts or no more runs than parameters."""
+    bootstrap's multiplicities, resampling.py), of `form` (FORMS; "e-prior" with
+    `prior` (E0, SD), or the default prior); refused, with its reason, on fewer
+    than 3 sizes or token counts or no more runs than parameters."""
     N, D, L = (np.asarray(v, dtype=float) for v in (N, D, L))
     k_n, k_d = np.unique(N).size, np.unique(D).size
     if k_n < MIN_SIZES or k_d < MIN_SIZES or L.size <= N_PARAMETERS:
         return LossLaw(f"no fit: L(N, D) needs >= {MIN_SIZES} sizes, >= {MIN_SIZES} token "
                        f"counts and more than {N_PARAMETERS} runs; the ladder has {k_n}, "
-                       f"{k_d} and {L.size}", n_points=L.size, n_sizes=k_n)
+                       f"{k_d} and {L.size}", n_points=L.size, n_sizes=k_n, form=form)
     logx, logy = np.column_stack([np.log(N), np.log(D)]), np.log(L)
     fit = fit_chinchilla(N, D, L, delta=delta, n_polish=n_polish)
     model = HuberPowerLaw(logx, logy, delta)
@@ -121,8 +222,27 @@ def fit_loss_law(N, D, L, weights: np.ndarray, ci: float, *, n_polish: int | Non
         res = model.polish_tight(fit.theta())
         if res.fun <= fit.loss:
             fit = ChinchillaFit.from_theta(res.x, res.fun, fit.n_points)
+    if form == "e-prior":
+        prior = prior or (PRIOR_FRACTION * float(L.min()), PRIOR_SD)
+        spread = max(float(np.abs(logy - model.log_predict(fit.theta())).mean()), delta)
+        weight = delta * spread / prior[1] ** 2
+
+        def make(w=None):
+            return PriorPowerLaw(logx, logy, delta, np.log(prior[0]), weight, weights=w)
+
+        model = make()
+        start = model.polish(np.vstack([fit.theta()[None], CHINCHILLA_GRID]), n_polish)
+        with one_blas_thread():
+            res = model.polish_tight(start.x)
+        fit = ChinchillaFit.from_theta(res.x, res.fun, fit.n_points)
+    else:
+        prior = None
+
+        def make(w=None):
+            return HuberPowerLaw(logx, logy, delta, weights=w)
+    with one_blas_thread():
         theta = fit.theta()
-        reps = np.array([HuberPowerLaw(logx, logy, delta, weights=w).polish_tight(theta).x
+        reps = np.array([make(w).polish_tight(theta).x
                          for w in weights]).reshape(-1, N_PARAMETERS)
     # A replicate whose runs hold fewer than 3 token counts cannot tell D's effect.
     kept = np.array([np.unique(D[w > 0]).size >= MIN_SIZES for w in weights], dtype=bool)
@@ -130,7 +250,8 @@ def fit_loss_law(N, D, L, weights: np.ndarray, ci: float, *, n_polish: int | Non
     residuals = logy - model.log_predict(theta)
     law = LossLaw("ok", fit, reps[kept], kept,
                   residuals * np.sqrt(L.size / (L.size - N_PARAMETERS)), residuals,
-                  n_points=L.size, n_sizes=k_n)
+                  n_points=L.size, n_sizes=k_n, form=form, prior=prior,
+                  ratios=np.log(D / N))
     law.condition = condition_number(logx, theta)
     law.warnings = determination_warnings(law, N, D, ci)
     if law.warnings:

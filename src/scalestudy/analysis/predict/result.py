@@ -9,11 +9,17 @@ as, in one directory the stage replaces whole (`FILES`, with the figure's
   largest N and largest compute), loss (the fitted surface at the target),
   loss_low, loss_high (the prediction interval of one run's loss at level ci),
   loss_fit_low, loss_fit_high (the interval of the surface alone), ci, status
-  (the loss fit's: "ok", "poorly determined", or why there is none); with a
-  metric: metric_name, metric, metric_low, metric_high, metric_status.
-- `fit.csv`: one row per group, law ("loss", or "metric" for the downstream
-  mapping) and parameter (E, A, alpha, B, beta; a, k, L0, b): value, low, high
-  (percentile interval of the bootstrap refits at ci), then per fit: status,
+  (the loss fit's: "ok", "poorly determined", or why there is none; a target
+  "far beyond the ladder" has no interval); with a task loss: task_loss_name,
+  task_loss, task_loss_low, task_loss_high, task_status; with a metric:
+  metric_name, metric, metric_low, metric_high, metric_status. Every interval
+  is one run's, calibrated (calibration.py) unless --no-calibrate.
+- `fit.csv`: one row per group, law ("loss"; "task", the task loss's own law,
+  or "loss-to-loss", its map from the loss; "metric", the downstream mapping)
+  and parameter (E, A, alpha, B, beta; K, kappa, E_task; a, k, L0, b): value,
+  low, high (percentile interval of the bootstrap refits at ci), then per fit:
+  method (the chain's form, path and link), scale (its quantity's calibration
+  scale), calibration (the calibration's status), status,
   warnings (why it is poorly determined), n_points, n_sizes, n_boot,
   n_boot_used, ci, resampling (what the bootstrap redraws), compute_axis,
   condition_number (loss law), residual_sd (the loss law's log residuals; the
@@ -21,8 +27,14 @@ as, in one directory the stage replaces whole (`FILES`, with the figure's
   (the mapping's checks, downstream.py).
 - `runs.csv`: the runs fitted: group columns, run and step (checkpoints), seed,
   params, tokens, compute_axis, compute, loss, fitted (the law's loss there),
-  residual (ln loss - ln fitted); with a metric, the metric and its fitted value.
+  residual (ln loss - ln fitted), step1 (whether the loss laws fitted the row: a
+  run's last checkpoint where they read final points); with a task loss, it and
+  its fitted value; with a metric, the metric and its fitted value.
 - `holdout.csv` (with `--holdout`): one row per group, holdout.HOLDOUT_COLUMNS.
+- `selection.csv` (with `--select`): one row per group and candidate method,
+  select.SELECTION_COLUMNS: its held-out errors and whether it was chosen.
+- `calibration.csv`: one row per group, held-out run and quantity the
+  calibration scored (calibration.CALIBRATION_COLUMNS); empty without one.
 - `excluded.csv`: what the input held that was not fitted (left_out: rows,
   checkpoints or runs; reason), one row per set; empty when nothing was.
 - `predict.json`: the input (its path, or "table"), the settings (group
@@ -43,7 +55,9 @@ AXIS_LABELS = {"counted": "counted FLOPs", "6nd": "6 N D FLOPs"}
 PREDICTION_COLUMNS = ["n", "d", "compute_axis", "compute", "n_ratio", "compute_ratio", "loss",
                       "loss_low", "loss_high", "loss_fit_low", "loss_fit_high", "ci", "status"]
 METRIC_COLUMNS = ["metric_name", "metric", "metric_low", "metric_high", "metric_status"]
-FIT_COLUMNS = ["law", "parameter", "value", "low", "high", "status", "warnings", "n_points",
+TASK_COLUMNS = ["task_loss_name", "task_loss", "task_loss_low", "task_loss_high", "task_status"]
+FIT_COLUMNS = ["law", "parameter", "value", "low", "high", "method", "scale", "calibration",
+               "status", "warnings", "n_points",
                "n_sizes", "n_boot", "n_boot_used", "ci", "resampling", "compute_axis",
                "condition_number", "residual_sd", "r2", "signal_p", "lack_of_fit_p"]
 RUN_COLUMNS = ["params", "tokens", "compute_axis", "compute", "loss", "fitted", "residual"]
@@ -51,7 +65,8 @@ RUN_COLUMNS = ["params", "tokens", "compute_axis", "compute", "loss", "fitted", 
 EXCLUDED_COLUMNS = ["left_out", "reason"]
 
 TABLES = {"predictions.csv": "predictions", "fit.csv": "fit", "runs.csv": "runs",
-          "holdout.csv": "holdout", "excluded.csv": "excluded"}
+          "holdout.csv": "holdout", "selection.csv": "selection",
+          "calibration.csv": "calibration", "excluded.csv": "excluded"}
 SETTINGS = "predict.json"
 FILES = (*TABLES, SETTINGS)
 FIGURE = "ladder_prediction"
@@ -71,6 +86,15 @@ def error_text(error: float, low: float, high: float) -> str:
     if np.isfinite(low) and np.isfinite(high):
         return f"{percent(error)} [{percent(low)}, {percent(high)}]"
     return percent(error)
+
+
+def _criterion(r) -> str:
+    """A candidate's held-out error of the chain's last quantity, in its units."""
+    if not np.isfinite(r.criterion):
+        return f"none ({r.status})"
+    if np.isfinite(r.metric_error):
+        return f"{r.criterion:.4f} (mean absolute, metric units)"
+    return f"{r.criterion:.2%} (mean absolute relative)"
 
 
 def coverage_text(holdout: pd.Series, ci: float) -> str:
@@ -98,6 +122,8 @@ class PredictionResult:
     excluded: pd.DataFrame
     by: tuple[str, ...]
     settings: dict
+    selection: pd.DataFrame | None = None
+    calibration: pd.DataFrame | None = None
     files: list[Path] = field(default_factory=list)
 
     @property
@@ -135,6 +161,11 @@ class PredictionResult:
             head = law.iloc[0]
             lines.append(f"{self.title(key)}: {head['status']}"
                          + (f" ({head['warnings']})" if head["warnings"] else ""))
+            lines.append(f"  method {head['method']}; intervals {head['calibration']}")
+            if self.selection is not None:
+                chosen = self.rows(self.selection, key)
+                lines += [f"  {'*' if r.chosen else ' '} {r.method}: held-out error "
+                          f"{_criterion(r)}" for r in chosen.itertuples()]
             if law["value"].notna().all():
                 lines.append("  L(N, D) = " + ", ".join(
                     f"{r.parameter} {r.value:.4g} [{r.low:.4g}, {r.high:.4g}]"
@@ -144,6 +175,9 @@ class PredictionResult:
                         f"[{r.loss_low:.4g}, {r.loss_high:.4g}]")
                 if r.status != head["status"]:
                     text += f" ({r.status})"
+                if "task_loss" in self.predictions:
+                    text += (f"; {r.task_loss_name} {r.task_loss:.4g} [{r.task_loss_low:.4g}, "
+                             f"{r.task_loss_high:.4g}]")
                 if "metric" in self.predictions:
                     text += (f"; {r.metric_name} {r.metric:.4g} [{r.metric_low:.4g}, "
                              f"{r.metric_high:.4g}] ({r.metric_status})")

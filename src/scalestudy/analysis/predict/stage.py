@@ -18,14 +18,18 @@ from ...errors import NoResult
 from ..frontier.options import COMPUTE_AXES
 from ..options import chosen
 from ..stats import percentile_ci
+from .calibration import CALIBRATION_COLUMNS
+from .chain import Chain, Ladder, Method, Settings
 from .curves import checkpoint_ladder
 from .downstream import NAMES as METRIC_NAMES
-from .downstream import MetricMap, fit_metric_map, replicate_cells, sigmoid
+from .downstream import MetricMap, sigmoid
+from .fitting import fit_group
 from .holdout import HOLDOUT_COLUMNS, holdout
 from .inputs import TokenCost, parse_targets, prepare_ladder, read_ladder
-from .loss import LossLaw, fit_loss_law
-from .options import PredictOptions
-from .resampling import run_weights
+from .loss import LossLaw, parse_prior
+from .loss_map import NAMES as MAP_NAMES
+from .loss_map import LossMap
+from .options import STEP1_POINTS, PredictOptions
 from .result import (
     EXCLUDED_COLUMNS,
     FIGURE_FILES,
@@ -34,20 +38,23 @@ from .result import (
     METRIC_COLUMNS,
     PREDICTION_COLUMNS,
     RUN_COLUMNS,
+    TASK_COLUMNS,
     PredictionResult,
 )
+from .select import SELECTION_COLUMNS
 
 PATH_POINTS = 48  # points of each target's path in the figure
 # A target beyond this multiple of the ladder's largest compute (three decades)
-# is too far for an interval to mean anything: its status says so.
+# is too far for an interval to mean anything: its status says so, and it has none.
 FAR_BEYOND = 1e3
 
 
 def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = None, *,
-            metric: str | None = None, with_holdout: bool = False, from_runs: bool = False,
-            checkpoints: bool = False, options: PredictOptions | None = None,
-            **changes) -> PredictionResult:
-    """Predict the loss (and, with `metric`, a downstream metric) of runs at the
+            metric: str | None = None, task_loss: str | None = None,
+            with_holdout: bool = False, from_runs: bool = False, checkpoints: bool = False,
+            options: PredictOptions | None = None, **changes) -> PredictionResult:
+    """Predict the loss (and, with `metric`, a downstream metric; with
+    `task_loss`, the task loss the metric is a sigmoid of) of runs at the
     targets `at` ("N:D" texts or (N, D) pairs) from a ladder of runs.
 
     `table`: a DataFrame or a CSV/Parquet path (inputs.py: its columns; a study's
@@ -65,7 +72,11 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     compute_axis, min_fraction, quiet = options.compute_axis, options.min_fraction, options.quiet
     targets = (parse_targets(at) if all(isinstance(t, str) for t in at)
                else np.asarray(at, dtype=float).reshape(-1, 2))
-    _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish)
+    _check_options(targets, options)
+    settings = Settings(n_boot, ci, n_polish, prior=parse_prior(options.e_prior),
+                        method=Method(options.form, options.path, options.link),
+                        select=options.select, calibrate=options.calibrate,
+                        origins=options.origins)
     inputs = [] if isinstance(table, pd.DataFrame) else [table]
     if out_dir is not None:  # refused before the fits, not after them
         refuse_foreign(Path(out_dir), {*FILES, *FIGURE_FILES}, "a prediction's", inputs)
@@ -74,7 +85,7 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
         source = str(table)
     else:
         (frame, source), notes = read_ladder(table, from_runs), []
-    runs, by, cleaned = prepare_ladder(frame, source, by, metric, min_fraction)
+    runs, by, cleaned = prepare_ladder(frame, source, by, metric, min_fraction, task_loss)
     excluded = pd.DataFrame(notes + cleaned, columns=EXCLUDED_COLUMNS)
     if not quiet and len(excluded):
         print(f"predict: left out {len(excluded)} set(s) of rows ({source}); each with its "
@@ -86,33 +97,34 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
 
     runs["_axis_compute"] = (runs["compute"] if compute_axis == "counted"
                              else 6.0 * runs["params"] * runs["tokens"])
-    out = {"predictions": [], "fit": [], "runs": [], "paths": [], "holdout": []}
+    step1 = options.step1_points if "step" in runs else "checkpoints"
+    out = {key: [] for key in ("predictions", "fit", "runs", "paths", "holdout", "selection",
+                               "calibration")}
     for gi, (key, sub) in enumerate(runs.groupby("_group", sort=True)):
         group = dict(zip(by, key, strict=True))
         rng = np.random.default_rng([seed, gi])
         cost = TokenCost(sub, compute_axis)
-        N, D, L = (sub[c].to_numpy(dtype=float) for c in ("params", "tokens", "loss"))
-        weights, resampling = run_weights(sub["_unit"].to_numpy(), N, n_boot, rng)
-        law = fit_loss_law(N, D, L, weights, ci, n_polish=n_polish)
-        mapping = None
-        if metric is not None:
-            mapping = (fit_metric_map(L, sub["_metric"], replicate_cells(sub), weights[law.kept])
-                       if law.ok else MetricMap("no fit: no loss law to chain"))
-        common = {"n_boot": n_boot, "ci": ci, "resampling": resampling,
+        ladder = Ladder.of(sub, step1, options.final_evals, task=task_loss is not None,
+                           metric=metric is not None)
+        fitted = fit_group(ladder, settings, rng)
+        chain = fitted.chain
+        common = {"n_boot": n_boot, "ci": ci, "resampling": chain.resampling,
                   "compute_axis": compute_axis}
-        out["fit"] += [{**group, **r} for r in _law_rows(law, ci, common)]
-        if mapping is not None:
-            out["fit"] += [{**group, **r} for r in _mapping_rows(mapping, ci, common)]
+        out["fit"] += [{**group, **r} for r in _fit_rows(chain, ci, common, fitted)]
         out["predictions"] += [{**group, **r} for r in _prediction_rows(
-            law, mapping, metric, targets, sub, cost, ci, rng)]
-        out["runs"].append(_run_rows(sub, law, mapping, by, compute_axis, metric))
-        if law.ok:
-            out["paths"] += [{**group, **r} for r in _path_rows(law, targets, sub, cost, ci)]
+            chain, metric, task_loss, targets, ladder, cost, ci, rng)]
+        out["runs"].append(_run_rows(sub, ladder, chain, by, compute_axis, metric, task_loss))
+        if chain.law.ok:
+            out["paths"] += [{**group, **r} for r in _path_rows(chain.law, targets, sub, cost,
+                                                               ci)]
+        if fitted.selection is not None:
+            out["selection"].append(fitted.selection.assign(**group))
+        out["calibration"].append(fitted.calibration.table().assign(**group))
         if with_holdout:
-            row = holdout(sub, n_boot, ci, rng, n_polish, metric is not None)
-            out["holdout"].append({**group, **row})
+            out["holdout"].append({**group, **holdout(ladder, settings, rng)})
 
-    columns = PREDICTION_COLUMNS + (METRIC_COLUMNS if metric is not None else [])
+    columns = (PREDICTION_COLUMNS + (TASK_COLUMNS if task_loss is not None else [])
+               + (METRIC_COLUMNS if metric is not None else []))
     result = PredictionResult(
         predictions=pd.DataFrame(out["predictions"], columns=[*by, *columns]),
         fit=pd.DataFrame(out["fit"], columns=[*by, *FIT_COLUMNS]),
@@ -125,8 +137,17 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
         settings={"input": source, "by": list(by), "targets": targets.tolist(), "ci": ci,
                   "n_boot": n_boot,
                   "seed": seed, "n_polish": n_polish, "compute_axis": compute_axis,
-                  "metric": metric, "holdout": with_holdout, "min_fraction": min_fraction,
-                  "checkpoints": "step" in runs, "loss_label": options.loss_label},
+                  "metric": metric, "task_loss": task_loss, "holdout": with_holdout,
+                  "min_fraction": min_fraction, "checkpoints": "step" in runs,
+                  "step1_points": step1, "final_evals": options.final_evals,
+                  "form": options.form, "e_prior": options.e_prior, "path": options.path,
+                  "link": options.link, "select": options.select,
+                  "calibrate": options.calibrate, "origins": options.origins,
+                  "loss_label": options.loss_label},
+        selection=(pd.concat(out["selection"], ignore_index=True)[[*by, *SELECTION_COLUMNS]]
+                   if options.select else None),
+        calibration=pd.concat(out["calibration"], ignore_index=True).reindex(
+            columns=[*by, *CALIBRATION_COLUMNS]),
     )
     if out_dir is not None and not result.predictions["loss"].notna().any():
         statuses = result.fit.loc[result.fit["law"] == "loss", "status"].unique()
@@ -137,7 +158,9 @@ def predict(table, out_dir=None, at: Sequence = (), by: Sequence[str] | None = N
     return result
 
 
-def _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish) -> None:
+def _check_options(targets, options: PredictOptions) -> None:
+    n_boot, ci, compute_axis = options.n_boot, options.ci, options.compute_axis
+    min_fraction, n_polish = options.min_fraction, options.n_polish
     if not (np.isfinite(targets).all() and (targets > 0).all() and len(targets)):
         raise ValueError("at: targets must be positive (N, D) pairs, e.g. 70e9:1.4e12")
     if not 0 < ci < 1:
@@ -153,6 +176,13 @@ def _check_options(targets, n_boot, ci, compute_axis, min_fraction, n_polish) ->
                          "[0, 1)")
     if n_polish is not None and n_polish < 1:
         raise ValueError(f"--n-polish: got {n_polish}; accepted: 1 or more starts")
+    if options.step1_points not in STEP1_POINTS:
+        raise ValueError(f"--step1-points: got {options.step1_points!r}; accepted values: "
+                         f"{', '.join(STEP1_POINTS)}")
+    if options.final_evals < 1:
+        raise ValueError(f"--final-evals: got {options.final_evals}; accepted: 1 or more")
+    if options.origins < 1:
+        raise ValueError(f"--origins: got {options.origins}; accepted: 1 or more")
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
@@ -160,10 +190,26 @@ def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
     return percentile_ci(samples, ci) if samples.size else (np.nan, np.nan)
 
 
-def _law_rows(law: LossLaw, ci: float, common: dict) -> list[dict]:
-    base = {**common, "law": "loss", "status": law.status, "warnings": "; ".join(law.warnings),
-            "n_points": law.n_points, "n_sizes": law.n_sizes,
-            "n_boot_used": len(law.replicates), "condition_number": law.condition,
+def _fit_rows(chain: Chain, ci: float, common: dict, fitted) -> list[dict]:
+    """fit.csv's rows of a group: each law of its chain, one row a parameter."""
+    method = chain.method.label(chain.task, chain.mapping is not None)
+    base = {**common, "method": method, "calibration": fitted.calibration.status}
+    scales = fitted.calibration.scales
+    rows = _law_rows(chain.law, "loss", ci, {**base, "scale": scales["loss"]})
+    if chain.task_law is not None:
+        rows += _law_rows(chain.task_law, "task", ci, {**base, "scale": scales["task"]})
+    if chain.loss_map is not None:
+        rows += _map_rows(chain.loss_map, ci, {**base, "scale": scales["task"]})
+    if chain.mapping is not None:
+        rows += _mapping_rows(chain.mapping, ci, {**base, "scale": scales["metric"]})
+    return rows
+
+
+def _law_rows(law: LossLaw, name: str, ci: float, common: dict) -> list[dict]:
+    base = {**common, "law": name, "status": law.status,
+            "warnings": "; ".join(law.warnings), "n_points": law.n_points,
+            "n_sizes": law.n_sizes, "n_boot_used": len(law.replicates),
+            "condition_number": law.condition,
             "residual_sd": float(np.std(law.residuals, ddof=5)) if law.ok else np.nan}
     if not law.ok:
         return [{**base, "parameter": name, "value": np.nan, "low": np.nan, "high": np.nan}
@@ -172,6 +218,20 @@ def _law_rows(law: LossLaw, ci: float, common: dict) -> list[dict]:
     return [{**base, "parameter": name, "value": params[name][0],
              **dict(zip(("low", "high"), _interval(params[name][1], ci), strict=True))}
             for name in ("E", "A", "alpha", "B", "beta")]
+
+
+def _map_rows(loss_map: LossMap, ci: float, common: dict) -> list[dict]:
+    base = {**common, "law": "loss-to-loss", "status": loss_map.status, "warnings": "",
+            "n_points": loss_map.n_points, "n_sizes": np.nan, "r2": loss_map.r2,
+            "n_boot_used": int(np.isfinite(loss_map.replicates).all(axis=1).sum()),
+            "residual_sd": float(np.std(loss_map.noise)) if loss_map.ok else np.nan}
+    if not loss_map.ok:
+        return [{**base, "parameter": name, "value": np.nan, "low": np.nan, "high": np.nan}
+                for name in MAP_NAMES]
+    params = loss_map.parameters()
+    return [{**base, "parameter": name, "value": params[name][0],
+             **dict(zip(("low", "high"), _interval(params[name][1], ci), strict=True))}
+            for name in MAP_NAMES]
 
 
 def _mapping_rows(mapping: MetricMap, ci: float, common: dict) -> list[dict]:
@@ -190,38 +250,51 @@ def _mapping_rows(mapping: MetricMap, ci: float, common: dict) -> list[dict]:
     return rows
 
 
-def _prediction_rows(law, mapping, metric, targets, runs, cost, ci, rng) -> list[dict]:
+def _prediction_rows(chain: Chain, metric, task_loss, targets, ladder: Ladder, cost, ci,
+                     rng) -> list[dict]:
+    runs = ladder.points
+    law, mapping = chain.law, chain.mapping
     Nt, Dt = targets[:, 0], targets[:, 1]
     compute = cost.compute(Nt, Dt)
     rows = []
     base = {"compute_axis": cost.axis, "ci": ci, "status": law.status}
     nan = dict.fromkeys(("loss", "loss_low", "loss_high", "loss_fit_low", "loss_fit_high"),
                         np.nan)
-    if law.ok:
-        point, reps = law.mean(Nt, Dt)
-        pred = law.predictive(Nt, Dt, rng)
-        chained = (mapping.predictive(pred, rng) if mapping is not None and mapping.ok
-                   and len(pred) else None)
+    drawn = chain.predict(Nt, Dt, rng)
+    reps = law.mean(Nt, Dt)[1] if law.ok else np.empty((0, len(Nt)))
     for j in range(len(targets)):
         row = {**base, "n": Nt[j], "d": Dt[j], "compute": compute[j],
                "n_ratio": Nt[j] / runs["params"].max(),
                "compute_ratio": compute[j] / runs["_axis_compute"].max(), **nan}
         outside = _outside(Nt[j], Dt[j], row["compute_ratio"], runs)
+        far = outside is not None and outside.startswith("far beyond")
         if law.ok and outside:
             row["status"] = outside
         if law.ok:
-            row["loss"] = point[j]
-            if len(reps):
-                row["loss_low"], row["loss_high"] = _interval(pred[:, j], ci)
+            row["loss"] = drawn["loss"].point[j]
+            if len(reps) and not far:
+                row["loss_low"], row["loss_high"] = _interval(drawn["loss"].raw[:, j], ci)
                 row["loss_fit_low"], row["loss_fit_high"] = _interval(reps[:, j], ci)
+        feed = drawn["loss"]
+        if task_loss is not None:
+            task = drawn["task"]
+            row.update(task_loss_name=task_loss, task_loss=np.nan, task_loss_low=np.nan,
+                       task_loss_high=np.nan, task_status=chain.task_status() or law.status)
+            if task is not None:
+                row["task_loss"] = task.point[j]
+                if task.raw.size and not far:
+                    row["task_loss_low"], row["task_loss_high"] = _interval(task.raw[:, j], ci)
+            feed = task
         if metric is not None:
             row.update(metric_name=metric, metric=np.nan, metric_low=np.nan,
                        metric_high=np.nan, metric_status=mapping.status)
-            if mapping.ok:
-                row["metric"] = float(sigmoid(mapping.params, point[j]))
-                row["metric_status"] = mapping.note(point[j])
-                if chained is not None:
-                    row["metric_low"], row["metric_high"] = _interval(chained[:, j], ci)
+            if mapping.ok and drawn["metric"] is not None:
+                row["metric"] = float(drawn["metric"].point[j])
+                row["metric_status"] = outside if far else mapping.note(feed.point[j])
+                if (drawn["metric"].raw.size and not far
+                        and not mapping.far(feed.point[j])):
+                    row["metric_low"], row["metric_high"] = _interval(
+                        drawn["metric"].raw[:, j], ci)
         rows.append(row)
     return rows
 
@@ -239,7 +312,11 @@ def _outside(n: float, d: float, compute_ratio: float, runs: pd.DataFrame) -> st
     return None
 
 
-def _run_rows(runs, law, mapping, by, compute_axis, metric) -> pd.DataFrame:
+def _run_rows(runs, ladder: Ladder, chain: Chain, by, compute_axis, metric, task_loss,
+              ) -> pd.DataFrame:
+    """runs.csv: every row kept (step 2's), the loss law's fit at it, and whether
+    step 1 fitted it (a run's last row where step 1 reads final points)."""
+    law, mapping = chain.law, chain.mapping
     N, D, L = (runs[c].to_numpy(dtype=float) for c in ("params", "tokens", "loss"))
     fitted = law.fit.predict(N, D) if law.ok else np.full(len(runs), np.nan)
     extra = [c for c in ("run", "step", "seed") if c in runs]
@@ -247,9 +324,23 @@ def _run_rows(runs, law, mapping, by, compute_axis, metric) -> pd.DataFrame:
         compute_axis=compute_axis, compute=runs["_axis_compute"], fitted=fitted,
         residual=np.log(L) - np.log(fitted))
     table = table[[*by, *extra, *RUN_COLUMNS]]
+    last = runs.groupby("_unit")["tokens"].transform("max") == runs["tokens"]
+    table["step1"] = (last if len(ladder.finals) < len(ladder.points) else True)
+    link = L
+    if task_loss is not None:
+        link = runs["_task"].to_numpy(dtype=float)
+        table[task_loss] = link
+        task = chain.task_law
+        if task is not None and task.ok:
+            table[f"{task_loss}_fitted"] = task.fit.predict(N, D)
+        elif chain.loss_map is not None and chain.loss_map.ok:
+            table[f"{task_loss}_fitted"] = chain.loss_map.predict(L)
+        else:
+            table[f"{task_loss}_fitted"] = np.nan
     if metric is not None:
         table[metric] = runs["_metric"].to_numpy()
-        table[f"{metric}_fitted"] = sigmoid(mapping.params, L) if mapping.ok else np.nan
+        table[f"{metric}_fitted"] = (sigmoid(mapping.params, link) if mapping is not None
+                                     and mapping.ok else np.nan)
     return table
 
 
