@@ -24,7 +24,7 @@ Porian et al.'s IsoFLOP points (8 settings), the OLMo ladder (Bhagia et al.;
 190M-3B at 1-10x Chinchilla: its c4 loss alone, and each of 7 tasks' bits per
 byte and accuracy chained to it), CS336's IsoFLOP profiles (synthetic, as its
 handout says), and synthetic downstream ladders of a known surface and sigmoid
-(tests/analysis/test_predict.py's).
+(tests/analysis/predict/test_predict.py's).
 """
 
 from __future__ import annotations

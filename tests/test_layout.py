@@ -293,3 +293,12 @@ def test_the_torch_free_tests_are_collected_without_torch():
                           timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\d+ tests collected", done.stdout), done.stdout[-3000:]
+
+
+def test_tests_mirror_the_package():
+    """Every package of src/scalestudy has its tests in the same place under
+    tests/ (a package of tests, so that two test files may share a name)."""
+    tests = PACKAGE.parents[1] / "tests"
+    packages = sorted(p.parent.relative_to(PACKAGE) for p in PACKAGE.rglob("__init__.py"))
+    missing = [str(p) for p in packages if not (tests / p / "__init__.py").is_file()]
+    assert not missing, f"no tests/<package>/__init__.py for: {missing}"

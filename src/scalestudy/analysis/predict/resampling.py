@@ -12,7 +12,7 @@ all runs are redrawn together, as Besiroglu et al. 2024 resample Hoffmann et
 al.'s points, and a replicate with fewer than 3 distinct sizes is redrawn
 (stats.resample). Measured with a prototype of this procedure (64 polished
 starts, 100 replicates) on 60 synthetic ladders of 5 sizes x 4 token counts x
-2 seeds (tests/analysis/test_predict.py's surface), the 90% prediction interval held a
+2 seeds (tests/analysis/predict/test_predict.py's surface), the 90% prediction interval held a
 new run's loss in 0.95 of them resampling within sizes, 0.97 across sizes,
 and 0.82 resampling residuals instead (a fixed-design residual bootstrap).
 """

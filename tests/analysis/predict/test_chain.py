@@ -18,7 +18,7 @@ from scalestudy.analysis.predict.select import candidates
 from scalestudy.analysis.predict.stage import predict
 from scalestudy.cli.parser import run_command
 
-from tests.analysis.test_predict import TARGET, surface, synthetic_ladder
+from tests.analysis.predict.test_predict import TARGET, surface, synthetic_ladder
 
 # The task loss of a run: Brandfonbrener et al.'s shifted power law of its
 # general loss (K, kappa, E_task), against the general surface's E (1.69).
