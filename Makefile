@@ -36,12 +36,15 @@ $(VENV)/.installed: pyproject.toml requirements/lock.txt
 study: $(VENV)/.installed
 	snakemake --cores $(CORES)
 
-test: $(VENV)/.installed
-	python -m pytest
+# The tests spread over every core (pytest-xdist; TEST_WORKERS=0: one process).
+TEST_WORKERS ?= auto
 
-# The opt-in slow checks (coverage studies, DDP, kills in every stage; ~20 min on 2 cores).
+test: $(VENV)/.installed
+	python -m pytest -n $(TEST_WORKERS)
+
+# The opt-in slow checks (coverage studies, DDP, kills in every stage, the ladder benchmark).
 test-slow: $(VENV)/.installed
-	python -m pytest -m slow
+	python -m pytest -m slow -n $(TEST_WORKERS)
 
 # The worked example of docs/extending.md, its commands as written there: a
 # plugin architecture (examples/hyena) installed into the venv, and its study
