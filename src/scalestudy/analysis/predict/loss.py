@@ -70,9 +70,9 @@ from .options import FORMS  # noqa: F401  (the forms, declared with the options)
 N_PARAMETERS = 5
 NAMES = ("A", "B", "E", "alpha", "beta")  # theta's order, exponentiated where logs
 # Measured (tests/analysis/predict/test_predict.py): Epoch's Chinchilla points 1.1e3;
-# synthetic ladders with 4-5 sizes over 1-1.2 decades and 4 token counts (5-40 per parameter) 2e3-8e3,
-# 3 token counts 4e3-4e4, 2 token counts 2e3-5e4; token counts 15-25 per parameter
-# 1e5-inf; one token count per size 5e6-inf.
+# synthetic ladders with 4-5 sizes over 1-1.2 decades and 4 token counts (5-40 per
+# parameter) 2e3-8e3, 3 token counts 4e3-4e4, 2 token counts 2e3-5e4; token counts
+# 15-25 per parameter 1e5-inf; one token count per size 5e6-inf.
 MAX_CONDITION = 1e5
 MAX_DECADES = 2.0
 GRID_BOX = np.array([CHINCHILLA_GRID.min(axis=0), CHINCHILLA_GRID.max(axis=0)])
