@@ -11,7 +11,7 @@ import pytest
 
 from scalestudy.analysis.claims.contrasts import Law as ClaimLaw
 from scalestudy.analysis.claims.contrasts import alpha_difference
-from scalestudy.analysis.plan import stats
+from scalestudy.analysis.plan import simulated
 from scalestudy.analysis.plan.design import Design, cheapest, size_windows
 from scalestudy.analysis.plan.model import Law, Model, ladder_params
 from scalestudy.analysis.plan.rules import PLAN_RULES
@@ -33,7 +33,7 @@ DESIGN = Design(("xxs", "xs", "s"), 3, TAY3, ("upstream",), ("listops",))
 
 
 def test_a_lines_variance_is_the_residual_bootstraps():
-    """stats.line's closed-form variance against analysis/stats.py's residual
+    """simulated.line's closed-form variance against analysis/stats.py's residual
     bootstrap of the same runs (oracle: 20,000 replicates' sd, within 2%), for
     runs and for sizes as the unit; and a paired contrast's against the claims'
     alpha_difference (its interval's half width over t_df)."""
@@ -46,13 +46,14 @@ def test_a_lines_variance_is_the_residual_bootstraps():
     for unit, codes in (("run", None), ("size", sizes)):
         res = Residuals(lx, ly[0], sizes, unit)
         slopes, _ = res.replicates(res.uniforms(20000, np.random.default_rng(1)))
-        _, se, df = stats.alpha(stats.line(lx, ly[:1], codes))
+        _, se, df = simulated.alpha(simulated.line(lx, ly[:1], codes))
         assert se[0] == pytest.approx(slopes.std(), rel=0.02) and df == res.df
     pts = [pd.DataFrame({"size": sizes.astype(str), "seed": np.tile([0, 1, 2], 3),
                          "stage": "scratch", "pretrain_seed": np.nan, "x": np.exp(lx),
                          "y": np.exp(y), "lx": lx, "ly": y}) for y in ly]
     d = alpha_difference(*pts, ClaimLaw("error"), ("a", "b"), n_boot=20000, seed=2)
-    est, se, df = stats.contrast([(1.0, stats.line(lx, ly[:1])), (-1.0, stats.line(lx, ly[1:]))])
+    est, se, df = simulated.contrast([(1.0, simulated.line(lx, ly[:1])),
+                                      (-1.0, simulated.line(lx, ly[1:]))])
     assert est[0] == pytest.approx(d["estimate"], rel=1e-9) and df == d["df"]
     assert se[0] == pytest.approx((d["high"] - d["low"]) / 2 / t.ppf(0.975, df), rel=0.03)
 

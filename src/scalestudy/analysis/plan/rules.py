@@ -1,9 +1,9 @@
-"""Each claim's decision rule restated on simulated arrays (stats.py), so that
+"""Each claim's decision rule restated on simulated arrays (simulated.py), so that
 a design's power is thousands of studies in a second: `PLAN_RULES`, claim name
 -> its rule, reading the claim's own parameters (claims/__init__.py) and
 deciding as its function does (claims/tay.py):
 
-- a scope's tests (`stats.Test`: a contrast's interval against its bound)
+- a scope's tests (`simulated.Test`: a contrast's interval against its bound)
   must all hold at the study's level; where its premise (an exponent above 0)
   is not shown the scope is undecided and its tests count for nothing;
 - the scopes combine as the claim's (check.COMBINE_RULES): every one must
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..claims import CLAIMS
 from ..claims.check import FAILS, HOLDS, NO_DATA, UNDECIDED
-from . import stats
+from . import simulated
 from .design import Design
 from .model import Draw, Model
 
@@ -36,7 +36,7 @@ H, F, U, N = range(4)
 
 @dataclass(frozen=True)
 class Scope:
-    tests: list  # stats.Test
+    tests: list  # simulated.Test
     premise: np.ndarray | None = None  # (S,) bool: shown; None: no premise
 
 
@@ -60,14 +60,14 @@ def _exponent_lines(draw: Draw, design: Design, sign: int = -1):
     """Per cell, its line (units: runs; sizes for a pretrained prior's cells
     when the seeds of a size share one pretraining, as the fits redraw them)."""
     runs = np.arange(draw.lx.size)
-    up = {arch: stats.line(draw.lx, ly) for arch, ly in draw.up.items()}
+    up = {arch: simulated.line(draw.lx, ly) for arch, ly in draw.up.items()}
     if not design.per_seed:  # one upstream run per size: its first seed's column
         first = np.arange(len(design.sizes)) * design.seeds
-        up = {arch: stats.line(draw.lx[first], ly[:, first]) for arch, ly in draw.up.items()}
+        up = {arch: simulated.line(draw.lx[first], ly[:, first]) for arch, ly in draw.up.items()}
     down = {}
     for key, ly in draw.down.items():
         shared = not design.per_seed and design.prior_pretrains(key[2])
-        down[key] = stats.line(draw.lx, ly, draw.size_of if shared else runs, sign)
+        down[key] = simulated.line(draw.lx, ly, draw.size_of if shared else runs, sign)
     return up, down
 
 
@@ -130,7 +130,7 @@ class VanillaBest(Rule):
     def verdicts(self, model, design, n, rng, ci):
         ref = self.params["reference"]
         up, _ = _exponent_lines(model.draw(design, n, rng), design)
-        tests = [stats.Test(*stats.contrast([(1.0, up[ref]), (-1.0, up[a])]))
+        tests = [simulated.Test(*simulated.contrast([(1.0, up[ref]), (-1.0, up[a])]))
                  for a in up if a != ref]
         return every([Scope(tests)], ci, n)
 
@@ -152,7 +152,7 @@ class ScaleWorse(_Named):
         p = self.params
         draw = model.draw(design, n, rng)
         ref = p["reference"]
-        scopes = [Scope([stats.Test(*stats.contrast([(1.0, lines[a]), (-1.0, lines[ref])]),
+        scopes = [Scope([simulated.Test(*simulated.contrast([(1.0, lines[a]), (-1.0, lines[ref])]),
                                     sign=-1)])
                   for a in p["archs"] for _, lines in _laws(draw, design, p["prior"])]
         return every(scopes, ci, n)
@@ -169,10 +169,10 @@ class ScaleLike(_Named):
         scopes = []
         for a in p["archs"]:
             for _, lines in _laws(draw, design, p["prior"]):
-                premise = stats.Test(*stats.alpha(lines[ref])).holds(ci)
+                premise = simulated.Test(*simulated.alpha(lines[ref])).holds(ci)
                 scopes.append(Scope([
-                    stats.Test(*stats.contrast([(1.0, lines[a]), (-(1 - m), lines[ref])])),
-                    stats.Test(*stats.contrast([(-1.0, lines[a]), (1 + m, lines[ref])]))],
+                    simulated.Test(*simulated.contrast([(1.0, lines[a]), (-(1 - m), lines[ref])])),
+                    simulated.Test(*simulated.contrast([(-1.0, lines[a]), (1 + m, lines[ref])]))],
                     premise))
         return every(scopes, ci, n)
 
@@ -190,8 +190,8 @@ class FlatOrNegative(_Named):
             for task in design.tasks:
                 lines = {arch: ln for (t, arch, pr), ln in down.items()
                          if t == task and pr == p["prior"]}
-                premise = stats.Test(*stats.alpha(lines[ref])).holds(ci)
-                scopes.append(Scope([stats.Test(*stats.contrast(
+                premise = simulated.Test(*simulated.alpha(lines[ref])).holds(ci)
+                scopes.append(Scope([simulated.Test(*simulated.contrast(
                     [(-1.0, lines[a]), (p["margin"], lines[ref])]))], premise))
         return every(scopes, ci, n)
 
