@@ -42,8 +42,19 @@ def restated(cls: type, name: str, help: str) -> Any:
 
 
 def flag(f: dataclasses.Field) -> str:
-    """The command-line option of a setting: --n-boot for n_boot."""
-    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+    """The command-line option of a setting: --n-boot for n_boot; a switch
+    (bool) on by default is turned off by --no-<name>, one off by --<name>
+    (its help says what it is on, and what --no-<name> leaves)."""
+    if f.metadata.get("flag"):
+        return f.metadata["flag"]
+    name = f.name.replace("_", "-")
+    return f"--no-{name}" if f.default is True else f"--{name}"
+
+
+def switch_dest(f: dataclasses.Field) -> str:
+    """Where a command's parsed arguments hold a switch: whether its flag was
+    given (no_<name> for a switch on by default)."""
+    return f"no_{f.name}" if f.default is True else f.name
 
 
 def cli_settings(cls: type) -> list[dataclasses.Field]:
@@ -61,7 +72,12 @@ def chosen(cls: type, options, changes: dict) -> Any:
 def parsed(cls: type, args, **given) -> Any:
     """Options `cls` from a command's parsed arguments (each setting it takes by
     its name) and `given` (those the command sets otherwise)."""
-    return cls(**{f.name: getattr(args, f.name) for f in cli_settings(cls)}, **given)
+    def value(f):
+        if f.default is True:  # a switch on by default: off where --no-<name> was given
+            return not getattr(args, switch_dest(f))
+        return getattr(args, f.name)
+
+    return cls(**{f.name: value(f) for f in cli_settings(cls)}, **given)
 
 
 def taken(cls: type, options) -> Any:

@@ -282,7 +282,11 @@ def command_line(stage: Stage, runs, out, needs: Mapping[str, Any],
     words += ["--out-dir" if stage.is_directory else "--out", out]
     by_name = {f.name: f for f in dataclasses.fields(stage.options)}
     for name, value in options.items():
-        words += [flag(by_name[name]), value]
+        setting = by_name[name]
+        if isinstance(setting.default, bool):  # a switch: its flag alone, where turned over
+            words += [flag(setting)] if value != setting.default else []
+        else:
+            words += [flag(setting), value]
     return "scalestudy " + " ".join(shlex.quote(str(word)) for word in words)
 
 

@@ -131,7 +131,7 @@ def cmd_frontier(args) -> None:
         check_next_run(args.from_runs, args.predict, args.next_run, args.table)
     result = frontier(read_fit_table(args.table) if args.from_runs else args.table,
                       args.out_dir, predict=args.predict, by=args.by, curves=args.curves,
-                      options=parsed(FrontierOptions, args, figures=not args.no_figures))
+                      options=parsed(FrontierOptions, args))
     print("\n".join(result.summary()))
     print(f"wrote {len(result.paths)} files to {args.out_dir}")
     if args.next_run:
@@ -150,8 +150,7 @@ def cmd_predict(args) -> None:
         args.table, args.out_dir, args.at, args.by, metric=args.metric,
         task_loss=args.task_loss, with_holdout=args.holdout, from_runs=args.from_runs,
         checkpoints=args.checkpoints,
-        options=parsed(PredictOptions, args, figures=not args.no_figures, select=args.select,
-                       calibrate=not args.no_calibrate),
+        options=parsed(PredictOptions, args),
     )
     print("\n".join(result.summary()))
     print(f"wrote {len(result.files)} files to {args.out_dir}")

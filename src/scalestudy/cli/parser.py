@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import errors, plugins
 from ..analysis.frontier.options import FrontierOptions
-from ..analysis.options import Options, cli_settings, flag
+from ..analysis.options import Options, cli_settings, flag, switch_dest
 from ..analysis.stages import ANALYSIS_STAGES, needs_of
 from . import commands
 
@@ -112,9 +112,12 @@ def _options(p, cls: type, **own) -> None:
         kind = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
         extra = f.metadata["argparse"]
         default, why = own.get(f.name, (f.default, ""))
+        described = f.metadata["help"] + (f" ({why})" if why else "")
+        if kind is bool:  # a switch, given or not (options.switch_dest)
+            p.add_argument(flag(f), dest=switch_dest(f), action="store_true", help=described)
+            continue
         p.add_argument(flag(f), dest=f.name, type=None if "choices" in extra else kind,
-                       default=default, help=f.metadata["help"] + (f" ({why})" if why else ""),
-                       **extra)
+                       default=default, help=described, **extra)
 
 
 def _stage_command(p, stage) -> None:
@@ -158,7 +161,6 @@ def _frontier_options(p) -> None:
     p.add_argument("--by", nargs="+", default=None, metavar="COL",
                    help="group columns (default: arch and prior, those present)")
     _options(p, FrontierOptions)
-    p.add_argument("--no-figures", action="store_true", help="write the tables only")
     p.add_argument("--from-runs", action="store_true",
                    help="TABLE is a study's runs.parquet: fit its budgeted runs "
                         "(analysis/frontier/study.py; by arch and prior)")
@@ -197,13 +199,6 @@ def _predict_options(p) -> None:
     p.add_argument("--holdout", action="store_true",
                    help="also refit without the largest N and report how well the rest "
                    "predicts it (holdout.csv)")
-    p.add_argument("--select", action="store_true",
-                   help="pick the form, path and link by each candidate's error predicting "
-                   "the ladder's largest size from the rest; every candidate's error in "
-                   "selection.csv")
-    p.add_argument("--no-calibrate", action="store_true",
-                   help="the bootstrap's intervals alone, not widened by the ladder's own "
-                   "held-out sizes (calibration.csv)")
     p.add_argument("--by", nargs="+", default=None, metavar="COL",
                    help="group columns, one fit per group (default: arch and prior, those "
                    "present)")
@@ -215,7 +210,6 @@ def _predict_options(p) -> None:
                    "curve (metrics.csv) as checkpoints, after --min-fraction "
                    "(analysis/predict/curves.py)")
     _options(p, ANALYSIS_STAGES["predict"].options)
-    p.add_argument("--no-figures", action="store_true", help="write the tables only")
 
 
 def _plan_options(p) -> None:

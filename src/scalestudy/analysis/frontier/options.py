@@ -38,6 +38,5 @@ class FrontierOptions(Bootstrap):
                           cli=False)
     methods: tuple[str, ...] = setting(METHODS, "the approaches fitted", cli=False)
     loss_label: str = setting(LOSS_LABEL, "the figures' loss axis")
-    figures: bool = setting(True, "draw its figures too (--no-figures: the tables only)",
-                            cli=False)
+    figures: bool = setting(True, "its figures too (--no-figures: the tables only)")
     quiet: bool = setting(False, "say nothing of what was left out on stderr", cli=False)

@@ -53,13 +53,14 @@ class PredictOptions(Bootstrap):
         (fitted-asymptote) or the metric's best value, 1 for an accuracy (sigmoid: Bhagia et
         al. 2024)""", choices=LINKS)
     select: bool = setting(False, """pick the form, path and link by each candidate's error
-        predicting the ladder's largest size from the rest (selection.csv)""", cli=False)
-    calibrate: bool = setting(True, """widen the intervals by the ladder's own held-out sizes
-        (calibration.csv; --no-calibrate: the bootstrap's alone)""", cli=False)
+        predicting the ladder's largest size from the rest; every candidate's error in
+        selection.csv""")
+    calibrate: bool = setting(True, """intervals widened by the ladder's own held-out
+        sizes (calibration.csv; --no-calibrate: the bootstrap's alone)""")
     origins: int = setting(3, """calibration: hold out up to this many of the largest sizes,
         one at a time""")
     loss_label: str = restated(FrontierOptions, "loss_label", "the figure's loss axis")
-    figures: bool = restated(FrontierOptions, "figures", """draw its figure too
+    figures: bool = restated(FrontierOptions, "figures", """its figure too
         (--no-figures: the tables only)""")
     quiet: bool = restated(FrontierOptions, "quiet", """say nothing of what was left out on
         stderr""")
