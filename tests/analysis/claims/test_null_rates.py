@@ -12,7 +12,7 @@ with no effect anywhere it is true, so its null is the margin itself (the
 variants' exponent 25% above the transformer's), where it should hold at most
 2.5% of the time.
 
-Measured with 200 studies per grid (the slow test; n_boot 400, docs/analysis.md
+Measured with 200 studies per grid (the measure test, `make measure`; n_boot 400, docs/analysis.md
 lists the numbers): every claim's rate at most 2.5% on every grid.
 """
 
@@ -64,7 +64,7 @@ def check_rates(rates: dict, bound: float, skip=()) -> None:
 
 @pytest.mark.parametrize("grid_name", ["spt_evidence", "xu_depth"])
 def test_no_claim_holds_on_null_studies_more_than_5_percent(grid_name):
-    """50 null studies of two small claim presets' grids (~10 s each); the slow
+    """50 null studies of two small claim presets' grids (~10 s each); the measure
     test runs 200 on every grid. The bound 0.1 is 5% plus 2 standard errors of
     50 studies."""
     claims, _ = null_rates(grid_name, 50, n_boot=200)
@@ -77,7 +77,7 @@ def test_the_equivalence_claim_holds_rarely_at_its_margin():
     assert claims[EQUIVALENCE] <= 0.15
 
 
-@pytest.mark.slow
+@pytest.mark.measure
 @pytest.mark.parametrize("grid_name", GRIDS)
 def test_no_claim_holds_on_null_studies_more_than_5_percent_measured(grid_name, capsys):
     """Opt-in: 200 null studies per grid, n_boot 400; prints the rates."""
@@ -87,7 +87,7 @@ def test_no_claim_holds_on_null_studies_more_than_5_percent_measured(grid_name, 
     check_rates(claims, 0.05, skip=(EQUIVALENCE,))
 
 
-@pytest.mark.slow
+@pytest.mark.measure
 def test_the_equivalence_claim_holds_rarely_at_its_margin_measured(capsys):
     variants = {"glu": 1.25 * 0.05, "mos": 1.25 * 0.05}
     claims, _ = null_rates("tay_claims", 200, n_boot=400, variant_alpha=variants)

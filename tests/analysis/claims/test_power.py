@@ -25,7 +25,7 @@ premise, the standard recipe failing, is planted as diverged runs (null_study's
 `status`), and the power is that of dtfixup's accuracy lying above the floor
 (chance + 0.05).
 
-Measured with 200 studies per effect (the slow test; n_boot 400;
+Measured with 200 studies per effect (the measure test, `make measure`; n_boot 400;
 docs/analysis.md lists the numbers): the SPT claims' accuracy contrasts have
 power 0.5-0.75 at the stated effects (0.05-0.08 accuracy). Every other claim
 has at most 0.13 there (DT-Fixup's, decided by its accuracy against the floor
@@ -186,8 +186,8 @@ PLANTED = [
 NOT_EXERCISED = ("frontier_ranking_changes", "frontier_exponent_differs")
 
 # Regression guards, not targets: the power the fast test (20 studies, n_boot 200) and
-# the slow test (200 studies, n_boot 400) assert at least, chosen from what each
-# measured (fast: about 0.2 below its own 20 studies; slow: 0.05-0.15 below its 200),
+# the measure test (200 studies, n_boot 400) assert at least, chosen from what each
+# measured (fast: about 0.2 below its own 20 studies; measured: 0.05-0.15 below its 200),
 # 0 where the measured power is about 0 (the fast test leaves those out).
 FLOORS = {
     "vanilla_scales_best_upstream[large]": (0.6, 0.9),
@@ -251,7 +251,7 @@ def test_claim_power(planted):
     assert power(planted, 20, n_boot=200) >= FLOORS[planted.id][0]
 
 
-@pytest.mark.slow
+@pytest.mark.measure
 @pytest.mark.parametrize("planted", PLANTED, ids=lambda p: p.id)
 def test_claim_power_measured(planted, capsys):
     """Opt-in: 200 studies, n_boot 400; prints a row of docs/analysis.md's table."""

@@ -14,7 +14,7 @@ So each refutation is judged at 2.5% / m (Bonferroni over the tests the rule
 makes on the study: `Claim.checks`, `check.Verdict`). The rates are measured
 both ways: `uncorrected` judges the same scopes at the study's own level.
 
-Measured with 200 studies per effect (the slow test; n_boot 400;
+Measured with 200 studies per effect (the measure test, `make measure`; n_boot 400;
 docs/analysis.md lists both tables): at most 5% per claim after the
 correction.
 """
@@ -157,13 +157,13 @@ FAST = [p for p in SMALL if p.size == NEAR and p.claim in (
 def test_a_true_claim_near_zero_is_rarely_refuted(planted):
     """30 studies each of two claims with many tests (6 differences; 6 per-size
     contrasts), n_boot 200: uncorrected they refute a true near-zero effect in
-    8% and 6% of 200 studies (the slow test), corrected in 1% and 0%; the bound
+    8% and 6% of 200 studies (the measure test), corrected in 1% and 0%; the bound
     0.15 is 5% plus 2.5 standard errors of 30 studies."""
     _, corrected = refutation_rates(planted, 30, n_boot=200)
     assert corrected <= 0.15
 
 
-@pytest.mark.slow
+@pytest.mark.measure
 @pytest.mark.parametrize("planted", SMALL, ids=lambda p: p.id)
 def test_false_refutation_rate_measured(planted, capsys):
     """Opt-in: 200 studies per effect, n_boot 400; prints docs/analysis.md's row."""

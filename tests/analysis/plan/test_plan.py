@@ -62,7 +62,7 @@ def test_planned_power_agrees_with_the_claim_on_simulated_records():
     """Planned (the fast rule, 20,000 studies) against simulated (the claim
     itself on 200 studies' records, n_boot 200): within 0.05 for whether it holds
     and whether it does not (albert's alpha_U 0.07 against 0.03: measured 0.729
-    against 0.75 refuted; the slow test checks more claims)."""
+    against 0.75 refuted; the measure test checks more claims)."""
     model, design = tay_model(albert_up=0.07), DESIGN
     planned = fast_power("performer_albert_scale_poorly", model, design, 20000)
     simulated = simulated_power("performer_albert_scale_poorly", model, design, 200)
@@ -100,7 +100,7 @@ def _case(claim, law):
                                                      ("upstream",), ("listops",))
 
 
-@pytest.mark.slow
+@pytest.mark.measure
 @pytest.mark.parametrize("claim, law", SLOW_CASES, ids=[c for c, _ in SLOW_CASES])
 def test_planned_power_agrees_with_the_claim_measured(claim, law, capsys):
     """Opt-in: each fast rule against its claim on 400 simulated studies."""
