@@ -145,9 +145,10 @@ def test_prediction_interval_covers_on_synthetic_ladders():
 def test_prediction_interval_coverage_over_many_ladders():
     """100 ladders (~4 min on one core): the bootstrap's 95% interval holds at
     least 0.92 of new runs (measured: 0.99 of new runs, 1.00 of the surface).
-    The calibrated interval moves each draw away from the prediction by a scale
-    of at least 1 (calibration.conformal_scale), so it holds whatever this one
-    holds; its own coverage on real ladders is test_benchmark.py's."""
+    The calibrated interval moves each of the same draws away from the
+    prediction by a scale of at least 1 (calibration.conformal_scale), so it
+    holds whatever they hold; its own coverage on real ladders is
+    test_benchmark.py's."""
     measured = coverage(range(100), n_boot=200, calibrate=False)
     assert measured["new_run"] >= 0.92, measured
 
