@@ -166,6 +166,12 @@ class Chain:
             return self.task_law.status
         return self.loss_map.status if self.loss_map is not None else ""
 
+    def _drawn(self, law, quantity: str, N, D, rng) -> Drawn:
+        """A loss law's point and calibrated draws at (N, D)."""
+        law.scale = self.scale(quantity, N, D)
+        point, _ = law.mean(N, D)
+        return Drawn(point, law.predictive(N, D, rng))
+
     def predict(self, N, D, rng: np.random.Generator) -> dict[str, Drawn | None]:
         """Every quantity's point and draws at the targets (N, D), each step's
         replicate feeding the next's; None where a step has no fit."""
@@ -173,15 +179,11 @@ class Chain:
         out = {"loss": None, "task": None, "metric": None}
         if not self.law.ok:
             return out
-        self.law.scale = self.scale("loss", N, D)
-        point, _ = self.law.mean(N, D)
-        out["loss"] = Drawn(point, self.law.predictive(N, D, rng))
+        out["loss"] = self._drawn(self.law, "loss", N, D, rng)
         feed = out["loss"]
         if self.task_law is not None:
             if self.task_law.ok:
-                self.task_law.scale = self.scale("task", N, D)
-                task_point, _ = self.task_law.mean(N, D)
-                out["task"] = Drawn(task_point, self.task_law.predictive(N, D, rng))
+                out["task"] = self._drawn(self.task_law, "task", N, D, rng)
             feed = out["task"]
         elif self.loss_map is not None:
             if self.loss_map.ok:
